@@ -1,0 +1,20 @@
+// GELU, exact erf form (torch.nn.GELU(approximate='none')): y = x · Φ(x) = x/2 · (1 + erf(x/√2)).
+#pragma once
+
+#include <cstdint>
+
+namespace gmlp {
+
+// y (n) overwritten; may alias x.
+template <class T>
+void gelu_forward(T* y, const T* x, int64_t n);
+// dx += dy · (Φ(x) + x·φ(x)).
+template <class T>
+void gelu_backward(T* dx, const T* dy, const T* x, int64_t n);
+
+template <class T>
+void gelu_forward_ref(T* y, const T* x, int64_t n);
+template <class T>
+void gelu_backward_ref(T* dx, const T* dy, const T* x, int64_t n);
+
+}  // namespace gmlp

@@ -1,0 +1,130 @@
+#include "ops/layernorm.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gmlp {
+
+template <class T>
+void layernorm_forward(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx,
+                       const T* gamma, const T* beta, int64_t M, int64_t C, T eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < M; ++i) {
+    const T* xi = x + i * ldx;
+    T* yi = y + i * ldy;
+    T s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t c = 0; c < C; ++c) s += xi[c];
+    const T mu = s / T(C);
+    T ss = 0;  // two passes: the variance of the centred values does not cancel
+#pragma omp simd reduction(+ : ss)
+    for (int64_t c = 0; c < C; ++c) ss += (xi[c] - mu) * (xi[c] - mu);
+    const T r = T(1) / std::sqrt(ss / T(C) + eps);
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) yi[c] = (xi[c] - mu) * r * gamma[c] + beta[c];
+    mean[i] = mu;
+    rstd[i] = r;
+  }
+}
+
+template <class T>
+void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy,
+                        const T* x, int64_t ldx, const T* mean, const T* rstd, const T* gamma,
+                        int64_t M, int64_t C) {
+  // fwd: x̂ = (x - μ)·r;  y = x̂·γ + β
+  //  =>  dx = r · (dŷ - mean(dŷ) - x̂ · mean(dŷ·x̂)),  dŷ = dy·γ
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < M; ++i) {
+    const T* xi = x + i * ldx;
+    const T* dyi = dy + i * lddy;
+    T* dxi = dx + i * lddx;
+    const T mu = mean[i], r = rstd[i];
+    T s1 = 0, s2 = 0;
+#pragma omp simd reduction(+ : s1, s2)
+    for (int64_t c = 0; c < C; ++c) {
+      const T dxh = dyi[c] * gamma[c];
+      s1 += dxh;
+      s2 += dxh * (xi[c] - mu) * r;
+    }
+    s1 /= T(C);
+    s2 /= T(C);
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      const T xh = (xi[c] - mu) * r;
+      dxi[c] += r * (dyi[c] * gamma[c] - s1 - xh * s2);
+    }
+  }
+  // dγ, dβ: column sums, blocked by cache line so each thread owns its outputs.
+  constexpr int64_t kBlock = 64 / sizeof(T);
+#pragma omp parallel for schedule(static)
+  for (int64_t j0 = 0; j0 < C; j0 += kBlock) {
+    const int64_t j1 = std::min(C, j0 + kBlock);
+    T ag[kBlock] = {}, ab[kBlock] = {};
+    for (int64_t i = 0; i < M; ++i) {
+      const T* xi = x + i * ldx;
+      const T* dyi = dy + i * lddy;
+      for (int64_t j = j0; j < j1; ++j) {
+        ag[j - j0] += dyi[j] * (xi[j] - mean[i]) * rstd[i];
+        ab[j - j0] += dyi[j];
+      }
+    }
+    for (int64_t j = j0; j < j1; ++j) {
+      dgamma[j] += ag[j - j0];
+      dbeta[j] += ab[j - j0];
+    }
+  }
+}
+
+template <class T>
+void layernorm_forward_ref(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx,
+                           const T* gamma, const T* beta, int64_t M, int64_t C, T eps) {
+  for (int64_t i = 0; i < M; ++i) {
+    double mu = 0, var = 0;
+    for (int64_t c = 0; c < C; ++c) mu += x[i * ldx + c];
+    mu /= C;
+    for (int64_t c = 0; c < C; ++c) var += (x[i * ldx + c] - mu) * (x[i * ldx + c] - mu);
+    var /= C;
+    const double r = 1.0 / std::sqrt(var + eps);
+    for (int64_t c = 0; c < C; ++c) y[i * ldy + c] = T((x[i * ldx + c] - mu) * r * gamma[c] + beta[c]);
+    mean[i] = T(mu);
+    rstd[i] = T(r);
+  }
+}
+
+template <class T>
+void layernorm_backward_ref(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy,
+                            const T* x, int64_t ldx, const T* mean, const T* rstd,
+                            const T* gamma, int64_t M, int64_t C) {
+  // Full Jacobian: ∂x̂_c/∂x_k = r·(δ_ck - 1/C - x̂_c·x̂_k/C).
+  for (int64_t i = 0; i < M; ++i) {
+    const double r = rstd[i];
+    for (int64_t k = 0; k < C; ++k) {
+      const double xk = (x[i * ldx + k] - mean[i]) * r;
+      double acc = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        const double xc = (x[i * ldx + c] - mean[i]) * r;
+        acc += double(dy[i * lddy + c]) * gamma[c] * r * ((c == k) - 1.0 / C - xc * xk / C);
+      }
+      dx[i * lddx + k] += T(acc);
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      dgamma[c] += dy[i * lddy + c] * T((x[i * ldx + c] - mean[i]) * r);
+      dbeta[c] += dy[i * lddy + c];
+    }
+  }
+}
+
+#define GMLP_INSTANTIATE(T)                                                                   \
+  template void layernorm_forward<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*,          \
+                                     const T*, int64_t, int64_t, T);                          \
+  template void layernorm_backward<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*,        \
+                                      int64_t, const T*, const T*, const T*, int64_t, int64_t); \
+  template void layernorm_forward_ref<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*,      \
+                                         const T*, int64_t, int64_t, T);                      \
+  template void layernorm_backward_ref<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*,    \
+                                          int64_t, const T*, const T*, const T*, int64_t,     \
+                                          int64_t);
+GMLP_INSTANTIATE(float)
+GMLP_INSTANTIATE(double)
+
+}  // namespace gmlp

@@ -1,0 +1,82 @@
+#include "ops/linear.h"
+
+#include <algorithm>
+
+#include "core/matmul.h"
+
+namespace gmlp {
+
+template <class T>
+void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in, int64_t out) {
+  T beta = 0;
+  if (b) {  // y starts as the bias, then the product accumulates onto it
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < M; ++i) std::copy(b, b + out, y + i * out);
+    beta = 1;
+  }
+  matmul<T>(false, true, M, out, in, T(1), x, in, W, in, beta, y, out);
+}
+
+template <class T>
+void column_sum_add(T* db, const T* dy, int64_t ldy, int64_t M, int64_t C) {
+  // Columns in blocks of one cache line so that each thread owns its own outputs.
+  constexpr int64_t kBlock = 64 / sizeof(T);
+#pragma omp parallel for schedule(static)
+  for (int64_t j0 = 0; j0 < C; j0 += kBlock) {
+    const int64_t j1 = std::min(C, j0 + kBlock);
+    T acc[kBlock] = {};
+    for (int64_t i = 0; i < M; ++i) {
+      const T* row = dy + i * ldy;
+      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
+    }
+    for (int64_t j = j0; j < j1; ++j) db[j] += acc[j - j0];
+  }
+}
+
+template <class T>
+void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M,
+                     int64_t in, int64_t out) {
+  // fwd: y = x·Wᵀ + b  =>  dx += dy·W;  dW += dyᵀ·x;  db += Σ_rows dy
+  if (dx) matmul<T>(false, false, M, in, out, T(1), dy, out, W, in, T(1), dx, in);
+  matmul<T>(true, false, out, in, M, T(1), dy, out, x, in, T(1), dW, in);
+  if (db) column_sum_add(db, dy, out, M, out);
+}
+
+template <class T>
+void linear_forward_ref(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in,
+                        int64_t out) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = b ? double(b[o]) : 0.0;
+      for (int64_t k = 0; k < in; ++k) acc += double(x[i * in + k]) * double(W[o * in + k]);
+      y[i * out + o] = T(acc);
+    }
+}
+
+template <class T>
+void linear_backward_ref(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M,
+                         int64_t in, int64_t out) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t o = 0; o < out; ++o) {
+      const T g = dy[i * out + o];
+      if (db) db[o] += g;
+      for (int64_t k = 0; k < in; ++k) {
+        if (dx) dx[i * in + k] += g * W[o * in + k];
+        dW[o * in + k] += g * x[i * in + k];
+      }
+    }
+}
+
+#define GMLP_INSTANTIATE(T)                                                                    \
+  template void linear_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t); \
+  template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t,  \
+                                   int64_t);                                                  \
+  template void linear_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t,       \
+                                      int64_t);                                               \
+  template void linear_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t,       \
+                                       int64_t, int64_t);                                     \
+  template void column_sum_add<T>(T*, const T*, int64_t, int64_t, int64_t);
+GMLP_INSTANTIATE(float)
+GMLP_INSTANTIATE(double)
+
+}  // namespace gmlp

@@ -1,0 +1,48 @@
+// AdamW with decoupled weight decay (Loshchilov & Hutter 2019), exactly as torch.optim.AdamW:
+//   w -= lr·wd·w (decay only where ParamInfo::decay);  m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²
+//   w -= lr/(1-β1^t) · m / (sqrt(v)/sqrt(1-β2^t) + eps)
+// plus global-norm gradient clipping (torch.nn.utils.clip_grad_norm_) and the learning-rate
+// schedule (linear warmup, then cosine decay to a floor).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/buffer.h"
+#include "nn/gmlp.h"
+
+namespace gmlp {
+
+struct AdamWConfig {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.05;
+};
+
+template <class T>
+class AdamW {
+ public:
+  AdamW(const std::vector<ParamInfo>& params, AdamWConfig config);
+  // One update of w (flat, laid out as params) from g, at learning rate lr.
+  void step(T* w, const T* g, double lr);
+
+  int64_t steps() const { return t_; }
+  void set_steps(int64_t t) { t_ = t; }
+  Buffer<T>& m() { return m_; }
+  Buffer<T>& v() { return v_; }
+  const AdamWConfig& config() const { return cfg_; }
+
+ private:
+  std::vector<ParamInfo> params_;
+  AdamWConfig cfg_;
+  int64_t t_ = 0;
+  Buffer<T> m_, v_;
+};
+
+// Scales g so that its global L2 norm is at most max_norm (torch: coefficient
+// max_norm / (norm + 1e-6), applied only when below 1). Returns the norm before clipping.
+template <class T>
+double clip_grad_norm(T* g, int64_t n, double max_norm);
+
+// Linear warmup from lr/warmup to lr over `warmup` steps, then cosine decay to min_lr at `total`.
+double lr_schedule(int64_t step, int64_t total, int64_t warmup, double lr, double min_lr);
+
+}  // namespace gmlp

@@ -1,0 +1,284 @@
+// Per-op checks: every backward against central finite differences in double precision (on a
+// loss Σ r ⊙ f(inputs) with random r), backward accumulation (+=), and every fast float op
+// against its plain _ref twin on shapes large enough to take oneDNN's blocked paths.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "check.h"
+#include "ops/cross_entropy.h"
+#include "ops/gelu.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+#include "ops/patch_embed.h"
+#include "ops/pool.h"
+#include "ops/residual.h"
+#include "ops/sgu.h"
+#include "tolerances.h"
+
+namespace gmlp {
+namespace {
+
+using test::close;
+using test::randn;
+using Vec = std::vector<double>;
+
+double dot(const Vec& a, const Vec& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Checks `analytic` (what backward accumulated on top of `base`) against central differences of
+// loss() with respect to x.
+void expect_fd(const std::string& name, Vec& x, const Vec& accumulated, const Vec& base,
+               const std::function<double()>& loss) {
+  Vec analytic(x.size()), numeric(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    analytic[i] = accumulated[i] - base[i];
+    const double old = x[i];
+    x[i] = old + tol::kFdStep;
+    const double lp = loss();
+    x[i] = old - tol::kFdStep;
+    const double lm = loss();
+    x[i] = old;
+    numeric[i] = (lp - lm) / (2 * tol::kFdStep);
+  }
+  EXPECT_TRUE(close(name, analytic, numeric, tol::kFdRel));
+}
+
+TEST(Linear, GradientsMatchFiniteDifferences) {
+  const int64_t M = 5, in = 4, out = 3;
+  Rng rng(1);
+  Vec x = randn<double>(M * in, rng), W = randn<double>(out * in, rng), b = randn<double>(out, rng);
+  Vec r = randn<double>(M * out, rng), y(M * out);
+  auto loss = [&] {
+    linear_forward(y.data(), x.data(), W.data(), b.data(), M, in, out);
+    return dot(r, y);
+  };
+  // Gradients start non-zero: backward must add to them, not overwrite.
+  Vec dx0 = randn<double>(M * in, rng), dW0 = randn<double>(out * in, rng), db0 = randn<double>(out, rng);
+  Vec dx = dx0, dW = dW0, db = db0;
+  linear_backward(dx.data(), dW.data(), db.data(), r.data(), x.data(), W.data(), M, in, out);
+  expect_fd("dx", x, dx, dx0, loss);
+  expect_fd("dW", W, dW, dW0, loss);
+  expect_fd("db", b, db, db0, loss);
+}
+
+TEST(LayerNorm, StridedGradientsMatchFiniteDifferences) {
+  // Strided rows (ldx 9, ldy 8 for C 6), the way the gate normalises half of its input.
+  const int64_t M = 4, C = 6, ldx = 9, ldy = 8;
+  Rng rng(2);
+  Vec x = randn<double>(M * ldx, rng, 2.0), gamma = randn<double>(C, rng), beta = randn<double>(C, rng);
+  Vec r = randn<double>(M * ldy, rng), y(M * ldy), mean(M), rstd(M);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t c = C; c < ldy; ++c) r[i * ldy + c] = 0;  // padding is not an output
+  auto loss = [&] {
+    layernorm_forward(y.data(), ldy, mean.data(), rstd.data(), x.data(), ldx, gamma.data(),
+                      beta.data(), M, C, 1e-5);
+    return dot(r, y);
+  };
+  loss();
+  Vec dx0(M * ldx, 0.5), dg0 = randn<double>(C, rng), db0 = randn<double>(C, rng);
+  Vec dx = dx0, dg = dg0, db = db0;
+  layernorm_backward(dx.data(), ldx, dg.data(), db.data(), r.data(), ldy, x.data(), ldx,
+                     mean.data(), rstd.data(), gamma.data(), M, C);
+  expect_fd("dx", x, dx, dx0, loss);
+  expect_fd("dgamma", gamma, dg, dg0, loss);
+  expect_fd("dbeta", beta, db, db0, loss);
+}
+
+TEST(Gelu, GradientMatchesFiniteDifferences) {
+  const int64_t n = 41;
+  Vec x(n), y(n), r;
+  for (int64_t i = 0; i < n; ++i) x[i] = -5.0 + 0.25 * double(i);  // covers both tails and 0
+  Rng rng(3);
+  r = randn<double>(n, rng);
+  auto loss = [&] {
+    gelu_forward(y.data(), x.data(), n);
+    return dot(r, y);
+  };
+  Vec dx0 = randn<double>(n, rng), dx = dx0;
+  gelu_backward(dx.data(), r.data(), x.data(), n);
+  expect_fd("dx", x, dx, dx0, loss);
+}
+
+TEST(Sgu, GradientsMatchFiniteDifferences) {
+  const SguShape s{5, 3, 8};  // N, B, F
+  const int64_t M = s.rows(), H = s.H(), N = s.N;
+  Rng rng(4);
+  Vec z = randn<double>(M * s.F, rng), gamma = randn<double>(H, rng), beta = randn<double>(H, rng);
+  Vec W = randn<double>(N * N, rng, 0.5), b = randn<double>(N, rng);
+  Vec r = randn<double>(M * H, rng), out(M * H), vn(M * H), mean(M), rstd(M), g(M * H);
+  auto loss = [&] {
+    sgu_forward(out.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(),
+                beta.data(), W.data(), b.data(), s, 1e-5);
+    return dot(r, out);
+  };
+  loss();
+  Vec dz0 = randn<double>(M * s.F, rng), dgm0(H, 0.1), dbt0(H, -0.2), dW0(N * N, 0.3), db0(N, 0.4);
+  Vec dz = dz0, dgm = dgm0, dbt = dbt0, dW = dW0, db = db0, scratch(2 * M * H);
+  sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), r.data(), z.data(),
+               vn.data(), mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s,
+               scratch.data());
+  expect_fd("dz", z, dz, dz0, loss);
+  expect_fd("dgamma", gamma, dgm, dgm0, loss);
+  expect_fd("dbeta", beta, dbt, dbt0, loss);
+  expect_fd("dW", W, dW, dW0, loss);
+  expect_fd("db", b, db, db0, loss);
+}
+
+TEST(MeanPool, GradientMatchesFiniteDifferences) {
+  const int64_t N = 4, B = 3, D = 5;
+  Rng rng(5);
+  Vec x = randn<double>(N * B * D, rng), r = randn<double>(B * D, rng), y(B * D);
+  auto loss = [&] {
+    mean_pool_forward(y.data(), x.data(), N, B, D);
+    return dot(r, y);
+  };
+  Vec dx0 = randn<double>(N * B * D, rng), dx = dx0;
+  mean_pool_backward(dx.data(), r.data(), N, B, D);
+  expect_fd("dx", x, dx, dx0, loss);
+}
+
+TEST(CrossEntropy, GradientMatchesFiniteDifferences) {
+  const int64_t B = 4, K = 6;
+  Rng rng(6);
+  Vec logits = randn<double>(B * K, rng, 3.0), probs(B * K), dl(B * K);
+  const std::vector<int32_t> labels = {0, 5, 2, 2};
+  for (double smoothing : {0.0, 0.1}) {
+    auto loss = [&] {
+      return cross_entropy_forward(probs.data(), logits.data(), labels.data(), B, K, smoothing);
+    };
+    loss();
+    cross_entropy_backward(dl.data(), probs.data(), labels.data(), B, K, smoothing);
+    expect_fd("dlogits", logits, dl, Vec(B * K, 0.0), loss);
+  }
+}
+
+TEST(CrossEntropy, MatchesHandComputedValue) {
+  // Two classes, logits (0, ln 3): p = (1/4, 3/4). Label 1, smoothing 0.2:
+  // q = (0.1, 0.9), loss = -(0.1 ln 1/4 + 0.9 ln 3/4).
+  const double logits[2] = {0.0, std::log(3.0)};
+  double probs[2];
+  const int32_t label = 1;
+  const double loss = cross_entropy_forward(probs, logits, &label, 1, 2, 0.2);
+  EXPECT_NEAR(loss, -(0.1 * std::log(0.25) + 0.9 * std::log(0.75)), 1e-12);
+  EXPECT_NEAR(probs[1], 0.75, 1e-12);
+}
+
+TEST(Residual, DropPathGradientMatchesFiniteDifferences) {
+  const int64_t N = 3, B = 4, D = 2;
+  Rng rng(7);
+  Vec x = randn<double>(N * B * D, rng), y = randn<double>(N * B * D, rng);
+  Vec keep = {0.0, 1.25, 1.25, 0.0}, r = randn<double>(N * B * D, rng), out(N * B * D);
+  auto loss = [&] {
+    residual_forward(out.data(), x.data(), y.data(), keep.data(), N, B, D);
+    return dot(r, out);
+  };
+  Vec dy(N * B * D);
+  residual_backward(dy.data(), r.data(), keep.data(), N, B, D);
+  expect_fd("dy", y, dy, Vec(N * B * D, 0.0), loss);
+}
+
+TEST(Residual, DropPathKeepsExpectedFraction) {
+  Rng rng(8);
+  std::vector<float> keep(20000);
+  drop_path_sample(keep.data(), int64_t(keep.size()), 0.25, rng);
+  double kept = 0, mean = 0;
+  for (float k : keep) {
+    EXPECT_TRUE(k == 0.f || std::abs(k - 1.f / 0.75f) < 1e-6f);
+    kept += k > 0;
+    mean += k;
+  }
+  EXPECT_NEAR(kept / keep.size(), 0.75, 0.015);  // ~5 sd of a Binomial(20000, 0.75) fraction
+  EXPECT_NEAR(mean / keep.size(), 1.0, 0.02);     // the expectation is preserved
+}
+
+TEST(PatchEmbed, PatchifyMatchesReference) {
+  const PatchShape s{3, 2, 12, 4};
+  Rng rng(9);
+  auto img = randn<float>(s.B * s.C * s.S * s.S, rng);
+  std::vector<float> a(s.tokens() * s.B * s.patch_dim()), b(a.size());
+  patchify(a.data(), img.data(), s);
+  patchify_ref(b.data(), img.data(), s);
+  EXPECT_EQ(a, b);
+  // Token 4 of a 3×3 grid is the centre patch; its first element is pixel (c 0, y 4, x 4).
+  EXPECT_EQ(a[(4 * s.B + 1) * s.patch_dim()], img[((1 * s.C + 0) * s.S + 4) * s.S + 4]);
+}
+
+// Fast float ops against _ref, shapes chosen to be ragged (no multiple of a SIMD width) and
+// large enough for oneDNN's blocked kernels.
+TEST(FastVsRef, Linear) {
+  const int64_t M = 97, in = 75, out = 131;
+  Rng rng(10);
+  auto x = randn<float>(M * in, rng), W = randn<float>(out * in, rng, 0.1), b = randn<float>(out, rng);
+  auto dy = randn<float>(M * out, rng);
+  std::vector<float> y1(M * out), y2(M * out);
+  linear_forward(y1.data(), x.data(), W.data(), b.data(), M, in, out);
+  linear_forward_ref(y2.data(), x.data(), W.data(), b.data(), M, in, out);
+  EXPECT_TRUE(close("y", y1, y2, tol::kFastVsRef));
+  std::vector<float> dx1(M * in, 1.f), dW1(out * in, 1.f), db1(out, 1.f);
+  auto dx2 = dx1, dW2 = dW1, db2 = db1;
+  linear_backward(dx1.data(), dW1.data(), db1.data(), dy.data(), x.data(), W.data(), M, in, out);
+  linear_backward_ref(dx2.data(), dW2.data(), db2.data(), dy.data(), x.data(), W.data(), M, in, out);
+  EXPECT_TRUE(close("dx", dx1, dx2, tol::kFastVsRef));
+  EXPECT_TRUE(close("dW", dW1, dW2, tol::kFastVsRef, 10.0));  // sums of 97 O(1) products
+  EXPECT_TRUE(close("db", db1, db2, tol::kFastVsRef, 10.0));
+}
+
+TEST(FastVsRef, LayerNorm) {
+  const int64_t M = 53, C = 77, ld = 160;
+  Rng rng(11);
+  auto x = randn<float>(M * ld, rng, 3.0), gamma = randn<float>(C, rng), beta = randn<float>(C, rng);
+  auto dy = randn<float>(M * ld, rng);
+  std::vector<float> y1(M * ld), y2(M * ld), m1(M), m2(M), r1(M), r2(M);
+  layernorm_forward(y1.data(), ld, m1.data(), r1.data(), x.data() + 3, ld, gamma.data(), beta.data(), M, C, 1e-6f);
+  layernorm_forward_ref(y2.data(), ld, m2.data(), r2.data(), x.data() + 3, ld, gamma.data(), beta.data(), M, C, 1e-6f);
+  EXPECT_TRUE(close("y", y1, y2, tol::kFastVsRef));
+  EXPECT_TRUE(close("rstd", r1, r2, tol::kFastVsRef));
+  std::vector<float> dx1(M * ld, 0.f), dg1(C, 0.f), db1(C, 0.f);
+  auto dx2 = dx1, dg2 = dg1, db2 = db1;
+  layernorm_backward(dx1.data(), ld, dg1.data(), db1.data(), dy.data(), ld, x.data() + 3, ld, m1.data(), r1.data(), gamma.data(), M, C);
+  layernorm_backward_ref(dx2.data(), ld, dg2.data(), db2.data(), dy.data(), ld, x.data() + 3, ld, m2.data(), r2.data(), gamma.data(), M, C);
+  EXPECT_TRUE(close("dx", dx1, dx2, tol::kFastVsRef));
+  EXPECT_TRUE(close("dgamma", dg1, dg2, tol::kFastVsRef, 10.0));
+  EXPECT_TRUE(close("dbeta", db1, db2, tol::kFastVsRef, 10.0));
+}
+
+TEST(FastVsRef, Gelu) {
+  const int64_t n = 1001;
+  Rng rng(12);
+  auto x = randn<float>(n, rng, 3.0), dy = randn<float>(n, rng);
+  std::vector<float> y1(n), y2(n), dx1(n, 0.f), dx2(n, 0.f);
+  gelu_forward(y1.data(), x.data(), n);
+  gelu_forward_ref(y2.data(), x.data(), n);
+  EXPECT_TRUE(close("y", y1, y2, tol::kFastVsRef));
+  gelu_backward(dx1.data(), dy.data(), x.data(), n);
+  gelu_backward_ref(dx2.data(), dy.data(), x.data(), n);
+  EXPECT_TRUE(close("dx", dx1, dx2, tol::kFastVsRef));
+}
+
+TEST(FastVsRef, Sgu) {
+  const SguShape s{49, 6, 38};
+  const int64_t M = s.rows(), H = s.H(), N = s.N;
+  Rng rng(13);
+  auto z = randn<float>(M * s.F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
+  auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
+  std::vector<float> out1(M * H), out2(M * H), vn(M * H), mean(M), rstd(M), g(M * H);
+  sgu_forward(out1.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f);
+  sgu_forward_ref(out2.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f);
+  EXPECT_TRUE(close("out", out1, out2, tol::kFastVsRef));
+  std::vector<float> dz1(M * s.F, 0.f), dgm1(H, 0.f), dbt1(H, 0.f), dW1(N * N, 0.f), db1(N, 0.f), scratch(2 * M * H);
+  auto dz2 = dz1, dgm2 = dgm1, dbt2 = dbt1, dW2 = dW1, db2 = db1;
+  sgu_backward(dz1.data(), dgm1.data(), dbt1.data(), dW1.data(), db1.data(), dout.data(), z.data(), vn.data(), mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, scratch.data());
+  sgu_backward_ref(dz2.data(), dgm2.data(), dbt2.data(), dW2.data(), db2.data(), dout.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f);
+  EXPECT_TRUE(close("dz", dz1, dz2, tol::kFastVsRef));
+  EXPECT_TRUE(close("dgamma", dgm1, dgm2, tol::kFastVsRef, 30.0));  // sums over N·B = 294 rows
+  EXPECT_TRUE(close("dbeta", dbt1, dbt2, tol::kFastVsRef, 30.0));
+  EXPECT_TRUE(close("dW", dW1, dW2, tol::kFastVsRef, 30.0));
+  EXPECT_TRUE(close("db", db1, db2, tol::kFastVsRef, 30.0));
+}
+
+}  // namespace
+}  // namespace gmlp
