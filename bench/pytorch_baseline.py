@@ -9,8 +9,10 @@ The model is timm's gMLP (tests/reference/timm_gmlp.py), run the way its users r
     (PyTorch's default implementation choice), on a fixed random batch;
 (b) inference in eval mode under torch.inference_mode(), for each --infer-batch-sizes.
 Each of --reps timed reps runs enough iterations to last >= 0.3 s, after --warmup iterations.
-Prints one JSON object: median images/s and [min, max] over reps, and peak RSS in MB (before the
-model is built, and at the end). If torch.compile fails, the JSON holds the error instead.
+Prints one JSON object: median images/s and [min, max] over reps, peak RSS in MB (before the
+model is built, and at the end), and per measurement the share of the cores that other processes
+used meanwhile (a busy machine makes the numbers meaningless). If torch.compile fails, the JSON
+holds the error instead.
 """
 import argparse
 import json
@@ -34,8 +36,21 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
+def busy_cpu_seconds():
+    """CPU seconds used so far by the whole machine and by this process."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    machine = (sum(fields[:3]) + sum(fields[5:8])) / os.sysconf("SC_CLK_TCK")  # all but idle, iowait
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return machine, usage.ru_utime + usage.ru_stime
+
+
 def measure(step, images_per_call, warmup, reps):
-    """Median, min and max images/s of step() over reps, each rep lasting >= MIN_REP_SECONDS."""
+    """images/s of step() over reps (median, [min, max]), each rep lasting >= MIN_REP_SECONDS.
+
+    Also the share of the machine's cores that other processes used while we timed: above a few
+    percent, the numbers are skewed by someone else's work.
+    """
     for _ in range(warmup):
         step()
     t0 = time.perf_counter()
@@ -43,12 +58,19 @@ def measure(step, images_per_call, warmup, reps):
     one = time.perf_counter() - t0
     iters = max(1, math.ceil(MIN_REP_SECONDS / max(one, 1e-9)))
     rates = []
+    machine0, self0 = busy_cpu_seconds()
+    start = time.perf_counter()
     for _ in range(reps):
         t0 = time.perf_counter()
         for _ in range(iters):
             step()
         rates.append(iters * images_per_call / (time.perf_counter() - t0))
-    return statistics.median(rates), [min(rates), max(rates)], iters
+    machine1, self1 = busy_cpu_seconds()
+    others = max(0.0, (machine1 - machine0) - (self1 - self0))
+    others_share = others / ((time.perf_counter() - start) * os.cpu_count())
+    return {"images_per_s": round(statistics.median(rates), 1),
+            "spread": [round(min(rates), 1), round(max(rates), 1)],
+            "iters_per_rep": iters, "others_cpu_share": round(others_share, 3)}
 
 
 def param_groups(model, weight_decay):
@@ -81,10 +103,11 @@ def run(args, cfg, result):
     t0 = time.perf_counter()
     train_step()  # the first call compiles in compile mode
     result["first_train_step_s"] = round(time.perf_counter() - t0, 3)
-    median, spread, iters = measure(train_step, args.batch_size, args.warmup, args.reps)
-    result["train_images_per_s"] = round(median, 1)
-    result["train_spread"] = [round(v, 1) for v in spread]
-    result["train_iters_per_rep"] = iters
+    m = measure(train_step, args.batch_size, args.warmup, args.reps)
+    result["train_images_per_s"] = m["images_per_s"]
+    result["train_spread"] = m["spread"]
+    result["train_iters_per_rep"] = m["iters_per_rep"]
+    result["train_others_cpu_share"] = m["others_cpu_share"]
 
     # (b) inference
     model.eval()
@@ -95,10 +118,7 @@ def run(args, cfg, result):
             with torch.inference_mode():
                 net(xb)
 
-        median, spread, iters = measure(infer_step, b, args.warmup, args.reps)
-        result["infer"][str(b)] = {"images_per_s": round(median, 1),
-                                   "spread": [round(v, 1) for v in spread],
-                                   "iters_per_rep": iters}
+        result["infer"][str(b)] = measure(infer_step, b, args.warmup, args.reps)
 
 
 def main():

@@ -1,1 +1,39 @@
-int main() { return 0; }
+// gmlp: train, evaluate, run and measure gMLP image classifiers.
+// Exit status: 0 success, 1 failure (one line on stderr), 2 usage error.
+#include <cstdio>
+
+#include "commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"gmlp: gMLP (\"Pay Attention to MLPs\") image classifiers in C++, on the CPU"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "gmlp 0.1.0");
+  gmlp::cli::add_train(app);
+  gmlp::cli::add_eval(app);
+  gmlp::cli::add_predict(app);
+  gmlp::cli::add_info(app);
+  gmlp::cli::add_bench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  } catch (const gmlp::Error& e) {
+    std::fprintf(stderr, "gmlp: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "gmlp: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gmlp: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

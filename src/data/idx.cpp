@@ -46,7 +46,9 @@ class IdxFile {
     const size_t ndims = magic & 0xff, n = 4 * (1 + ndims);
     if (const size_t got = read(buf, 4); got < 4) short_header(got, n);
     const uint32_t found = be32(buf);
-    if (found != magic) fail("failed to load '", path_, "': expected IDX magic ", hex32(magic), " (", kind, "), found ", hex32(found));
+    if (found != magic)
+      fail("failed to load '", path_, "': expected IDX magic ", hex32(magic), " (", kind,
+           "), found ", hex32(found));
     if (const size_t got = read(buf + 4, n - 4); got < n - 4) short_header(4 + got, n);
     std::vector<uint32_t> dims(ndims);
     for (size_t i = 0; i < ndims; ++i) dims[i] = be32(buf + 4 * (i + 1));
@@ -60,17 +62,20 @@ class IdxFile {
       const size_t old = out.size(), step = std::min<uint64_t>(n - old, std::max(old, kChunk));
       out.resize(old + step);
       if (const size_t got = read(out.data() + old, step); got < step)
-        fail("failed to load '", path_, "': the data ends after ", old + got, " of the ", n, " bytes its header declares (",
-             declared, ")", gz_reason());
+        fail("failed to load '", path_, "': the data ends after ", old + got, " of the ", n,
+             " bytes its header declares (", declared, ")", gz_reason());
     }
     uint8_t extra;
     if (read(&extra, 1) != 0)
-      fail("failed to load '", path_, "': the file has more data than the ", n, " bytes its header declares (", declared, ")");
+      fail("failed to load '", path_, "': the file has more data than the ", n,
+           " bytes its header declares (", declared, ")");
     return out;
   }
 
  private:
-  static uint32_t be32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+  static uint32_t be32(const uint8_t* p) {
+    return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+  }
 
   // Reads up to n bytes; fewer only at the end of the data. Throws on corrupt gzip or I/O errors.
   size_t read(uint8_t* dst, size_t n) {
@@ -80,8 +85,8 @@ class IdxFile {
       if (got < 0) {
         int err = 0;
         const char* msg = gzerror(f_, &err);
-        fail("failed to load '", path_, "': ", err == Z_ERRNO ? std::strerror(errno) : msg,
-             err == Z_DATA_ERROR ? " (corrupt gzip data)" : "");
+        if (err == Z_ERRNO) fail("failed to load '", path_, "': ", std::strerror(errno));
+        fail("failed to load '", path_, "': corrupt gzip data (zlib: ", strip_path(msg), ")");
       }
       if (got == 0) break;
       done += static_cast<size_t>(got);
@@ -89,15 +94,22 @@ class IdxFile {
     return done;
   }
 
-  // " (zlib's reason)" when zlib saw a problem such as a truncated gzip stream, else "".
+  // "; zlib: <reason>" when zlib saw a problem such as a truncated gzip stream, else "".
   std::string gz_reason() {
     int err = 0;
     const char* msg = gzerror(f_, &err);
-    return err == Z_OK ? "" : cat("; gzip: ", msg);
+    return err == Z_OK ? "" : cat("; zlib: ", strip_path(msg));
+  }
+
+  // gzerror's message is "<path>: <reason>"; the path is already in ours.
+  std::string strip_path(const char* msg) const {
+    const std::string m = msg, prefix = path_ + ": ";
+    return m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m;
   }
 
   [[noreturn]] void short_header(size_t got, size_t n) {
-    fail("failed to load '", path_, "': the file ends inside the IDX header (", got, " of ", n, " bytes)", gz_reason());
+    fail("failed to load '", path_, "': the file ends inside the IDX header (", got, " of ", n,
+         " bytes)", gz_reason());
   }
 
   std::string path_;
@@ -112,7 +124,8 @@ ImageSet load_idx(const std::string& images_path, const std::string& labels_path
   const auto dims = images.header(kImagesMagic, "unsigned byte images, 3 dimensions");
   const std::string declared = cat(dims[0], " images of ", dims[1], "x", dims[2]);
   if (dims[0] > kMaxCount)
-    fail("failed to load '", images_path, "': the header declares ", dims[0], " images, more than the limit of ", kMaxCount);
+    fail("failed to load '", images_path, "': the header declares ", dims[0],
+         " images, more than the limit of ", kMaxCount);
   if (dims[1] < 1 || dims[2] < 1 || dims[1] > kMaxSide || dims[2] > kMaxSide)
     fail("failed to load '", images_path, "': the header declares ", dims[1], "x", dims[2],
          " images, expected each side in 1..", kMaxSide);
@@ -122,7 +135,8 @@ ImageSet load_idx(const std::string& images_path, const std::string& labels_path
   IdxFile labels(labels_path);
   const uint32_t nlabels = labels.header(kLabelsMagic, "unsigned byte labels, 1 dimension")[0];
   if (nlabels != dims[0])
-    fail("failed to load '", labels_path, "': it holds ", nlabels, " labels but '", images_path, "' holds ", dims[0], " images");
+    fail("failed to load '", labels_path, "': it holds ", nlabels, " labels but '", images_path,
+         "' holds ", dims[0], " images");
   s.labels = labels.payload(nlabels, cat(nlabels, " labels"));
   s.classes = s.labels.empty() ? 0 : *std::max_element(s.labels.begin(), s.labels.end()) + 1;
   return s;
@@ -131,12 +145,14 @@ ImageSet load_idx(const std::string& images_path, const std::string& labels_path
 ImageSet load_fashion_mnist(const std::string& dir, const std::string& split) {
   if (split != "train" && split != "test")
     fail("failed to load Fashion-MNIST: unknown split '", split, "' (expected 'train' or 'test')");
-  const std::string prefix = (std::filesystem::path(dir) / (split == "train" ? "train" : "t10k")).string();
+  const std::string prefix =
+      (std::filesystem::path(dir) / (split == "train" ? "train" : "t10k")).string();
   auto pick = [&](const std::string& base) {
     std::error_code ec;
     if (std::filesystem::exists(base + ".gz", ec)) return base + ".gz";
     if (std::filesystem::exists(base, ec)) return base;
-    fail("failed to load Fashion-MNIST: neither '", base, ".gz' nor '", base, "' exists (is '", dir, "' the dataset folder?)");
+    fail("failed to load Fashion-MNIST: neither '", base, ".gz' nor '", base, "' exists (is '", dir,
+         "' the dataset folder?)");
   };
   const std::string labels_path = pick(prefix + "-labels-idx1-ubyte");
   ImageSet s = load_idx(pick(prefix + "-images-idx3-ubyte"), labels_path);

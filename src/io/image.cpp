@@ -19,7 +19,7 @@ namespace gmlp::img {
 namespace {
 
 constexpr size_t kMaxFileBytes = size_t{1} << 28;  // 256 MiB
-constexpr int kMaxSide = 8192;  // caps a decoded image at 64 Mpixel
+constexpr int kMaxSide = 8192;                     // caps a decoded image at 64 Mpixel
 
 template <class... Args>
 [[noreturn]] void bad(const std::string& path, Args&&... args) {
@@ -37,12 +37,13 @@ std::vector<float> load_image(const std::string& path, int channels, int height,
   const int len = static_cast<int>(bytes.size());  // <= 256 MiB, fits
 
   int w = 0, h = 0, n = 0;
-  if (!stbi_info_from_memory(buf, len, &w, &h, &n)) bad(path, stbi_failure_reason());
+  if (!stbi_info_from_memory(buf, len, &w, &h, &n))
+    bad(path, "cannot decode it (stb_image: ", stbi_failure_reason(), ")");
   if (w > kMaxSide || h > kMaxSide)
     bad(path, "the image is ", w, "x", h, ", larger than the ", kMaxSide, "x", kMaxSide, " limit");
   std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(buf, len, &w, &h, &n, 0),
                                                stbi_image_free);
-  if (!px) bad(path, stbi_failure_reason());
+  if (!px) bad(path, "cannot decode it (stb_image: ", stbi_failure_reason(), ")");
 
   // Convert to `channels` floats in [0, 1], HWC; n is 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA.
   const size_t pixels = size_t(w) * size_t(h);
@@ -68,12 +69,14 @@ std::vector<float> load_image(const std::string& path, int channels, int height,
   const size_t hw = size_t(width) * height;
   std::vector<float> chw(hw * channels);
   for (size_t i = 0; i < hw; ++i)
-    for (int c = 0; c < channels; ++c) chw[c * hw + i] = std::clamp(hwc[i * channels + c], 0.0f, 1.0f);
+    for (int c = 0; c < channels; ++c)
+      chw[c * hw + i] = std::clamp(hwc[i * channels + c], 0.0f, 1.0f);
   return chw;
 }
 
 void write_png(const std::string& path, int width, int height, int channels, const uint8_t* hwc) {
-  if (channels < 1 || channels > 4 || width < 1 || height < 1 || width > kMaxSide || height > kMaxSide)
+  if (channels < 1 || channels > 4 || width < 1 || height < 1 || width > kMaxSide ||
+      height > kMaxSide)
     fail("failed to write image '", path, "': cannot encode ", width, "x", height, "x", channels,
          " as PNG (sides 1..", kMaxSide, ", channels 1..4)");
   GMLP_CHECK(hwc != nullptr);

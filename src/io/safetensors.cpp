@@ -9,8 +9,8 @@
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -24,7 +24,7 @@ namespace {
 using nlohmann::json;
 
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
-constexpr size_t kMaxFileBytes = size_t{1} << 36;    // 64 GiB: far beyond any model we train
+constexpr size_t kMaxFileBytes = size_t{1} << 36;  // 64 GiB: far beyond any model we train
 
 struct DtypeDesc {
   Dtype dtype;
@@ -32,9 +32,9 @@ struct DtypeDesc {
   size_t size;
 };
 constexpr DtypeDesc kDtypes[] = {
-    {Dtype::F64, "F64", 8}, {Dtype::F32, "F32", 4}, {Dtype::F16, "F16", 2},
+    {Dtype::F64, "F64", 8},   {Dtype::F32, "F32", 4}, {Dtype::F16, "F16", 2},
     {Dtype::BF16, "BF16", 2}, {Dtype::I64, "I64", 8}, {Dtype::I32, "I32", 4},
-    {Dtype::I16, "I16", 2}, {Dtype::I8, "I8", 1}, {Dtype::U8, "U8", 1},
+    {Dtype::I16, "I16", 2},   {Dtype::I8, "I8", 1},   {Dtype::U8, "U8", 1},
     {Dtype::BOOL, "BOOL", 1},
 };
 
@@ -49,7 +49,7 @@ float half_to_float(uint16_t h) {
     const float v = std::ldexp(static_cast<float>(man), -24);
     return sign ? -v : v;
   }
-  const uint32_t bits = exp == 31 ? sign | 0x7f800000u | (man << 13)     // inf or NaN
+  const uint32_t bits = exp == 31 ? sign | 0x7f800000u | (man << 13)           // inf or NaN
                                   : sign | ((exp + 112) << 23) | (man << 13);  // rebias 15 -> 127
   return std::bit_cast<float>(bits);
 }
@@ -69,16 +69,15 @@ void load_all(const char* p, size_t n, T* out, F f = {}) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<T>(f(load<S>(p + i * sizeof(S))));
 }
 
-// A short, non-recursive rendering of a header value for error messages: flat arrays of numbers
-// are printed ("[4, -3]"), anything else is named by its JSON type.
+// A short, non-recursive rendering of a header value for error messages: numbers as written,
+// flat arrays element by element ("[2, <string>]"), anything else by its type ("<object>").
 std::string describe(const json& v) {
-  if (v.is_number_integer()) return v.dump();
-  if (!v.is_array() || v.size() > 16) return cat("a JSON ", v.type_name());
+  if (v.is_number()) return v.dump();
+  if (!v.is_array()) return cat("<", v.type_name(), ">");
+  if (v.size() > 16) return cat("<array of ", v.size(), " elements>");
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (!v[i].is_number()) return cat("a JSON array containing a ", v[i].type_name());
-    s += (i ? ", " : "") + v[i].dump();
-  }
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + (v[i].is_number() ? v[i].dump() : cat("<", v[i].type_name(), ">"));
   return s + "]";
 }
 
@@ -128,22 +127,31 @@ File File::open(const std::string& path) {
   try {
     header = json::parse(b.begin() + 8, b.begin() + f.data_start_);
   } catch (const json::parse_error& e) {
-    bad(path, "the header is not valid JSON (error at byte ", e.byte, " of ", n, ")");
+    bad(path, "the header is not valid JSON (error at byte ", std::min<uint64_t>(e.byte, n), " of ",
+        n, ")");
+  } catch (const json::out_of_range&) {  // e.g. 1e999
+    bad(path, "the header is not valid JSON (a number is out of range)");
+  } catch (const json::exception& e) {
+    bad(path, "the header is not valid JSON (nlohmann::json error ", e.id, ")");
   }
-  if (!header.is_object()) bad(path, "the header is a JSON ", header.type_name(), ", expected an object");
+  if (!header.is_object())
+    bad(path, "the header is a JSON ", header.type_name(), ", expected an object");
 
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object())
-        bad(path, "\"__metadata__\" is a JSON ", entry.type_name(), ", expected an object of strings");
+        bad(path, "\"__metadata__\" is a JSON ", entry.type_name(),
+            ", expected an object of strings");
       for (const auto& [k, v] : entry.items()) {
         if (!v.is_string())
-          bad(path, "\"__metadata__\" value for '", k, "' is a JSON ", v.type_name(), ", expected a string");
+          bad(path, "\"__metadata__\" value for '", k, "' is a JSON ", v.type_name(),
+              ", expected a string");
         f.metadata_[k] = v.get<std::string>();
       }
       continue;
     }
-    if (!entry.is_object()) bad(path, "entry '", name, "' is a JSON ", entry.type_name(), ", expected an object");
+    if (!entry.is_object())
+      bad(path, "entry '", name, "' is a JSON ", entry.type_name(), ", expected an object");
     for (const char* key : {"dtype", "shape", "data_offsets"})
       if (!entry.contains(key)) bad(path, "tensor '", name, "' has no \"", key, "\" field");
 
@@ -151,9 +159,11 @@ File File::open(const std::string& path) {
     t.name = name;
     const json& dtype = entry["dtype"];
     if (!dtype.is_string())
-      bad(path, "tensor '", name, "' has a \"dtype\" of JSON type ", dtype.type_name(), ", expected a string");
-    const auto* desc = std::find_if(std::begin(kDtypes), std::end(kDtypes),
-                                    [&](const DtypeDesc& d) { return dtype.get<std::string>() == d.name; });
+      bad(path, "tensor '", name, "' has a \"dtype\" of JSON type ", dtype.type_name(),
+          ", expected a string");
+    const auto* desc =
+        std::find_if(std::begin(kDtypes), std::end(kDtypes),
+                     [&](const DtypeDesc& d) { return dtype.get<std::string>() == d.name; });
     if (desc == std::end(kDtypes))
       bad(path, "tensor '", name, "' has unknown dtype '", dtype.get<std::string>(),
           "' (expected F64, F32, F16, BF16, I64, I32, I16, I8, U8 or BOOL)");
@@ -161,14 +171,17 @@ File File::open(const std::string& path) {
 
     const json& shape = entry["shape"];
     if (!shape.is_array())
-      bad(path, "tensor '", name, "' has a \"shape\" of JSON type ", shape.type_name(), ", expected an array");
+      bad(path, "tensor '", name, "' has a \"shape\" of JSON type ", shape.type_name(),
+          ", expected an array");
     uint64_t numel = 1;
     bool overflow = false;
     for (const json& d : shape) {
       uint64_t dim;
       if (!get_u64(d, &dim)) {
-        if (d.is_number_integer()) bad(path, "tensor '", name, "' has a negative dimension in shape ", describe(shape));
-        bad(path, "tensor '", name, "' has shape ", describe(shape), ", expected an array of non-negative integers");
+        if (d.is_number_integer())
+          bad(path, "tensor '", name, "' has a negative dimension in shape ", describe(shape));
+        bad(path, "tensor '", name, "' has shape ", describe(shape),
+            ", expected an array of non-negative integers");
       }
       overflow |= dim > uint64_t(std::numeric_limits<int64_t>::max()) ||
                   __builtin_mul_overflow(numel, dim, &numel);
@@ -177,7 +190,9 @@ File File::open(const std::string& path) {
     uint64_t nbytes = 0;
     overflow |= numel > uint64_t(std::numeric_limits<int64_t>::max()) ||
                 __builtin_mul_overflow(numel, desc->size, &nbytes);
-    if (overflow) bad(path, "tensor '", name, "' has shape ", describe(shape), ", whose size in bytes overflows 64 bits");
+    if (overflow)
+      bad(path, "tensor '", name, "' has shape ", describe(shape),
+          ", whose size in bytes overflows 64 bits");
 
     const json& offs = entry["data_offsets"];
     if (!offs.is_array() || offs.size() != 2 || !get_u64(offs[0], &t.begin) ||
@@ -185,11 +200,12 @@ File File::open(const std::string& path) {
       bad(path, "tensor '", name, "' has \"data_offsets\" ", describe(offs),
           ", expected [begin, end] with 0 <= begin <= end");
     if (t.end > data_size)
-      bad(path, "tensor '", name, "' has data_offsets [", t.begin, ", ", t.end, "] past the end of the ",
-          data_size, "-byte data buffer (truncated file?)");
+      bad(path, "tensor '", name, "' has data_offsets [", t.begin, ", ", t.end,
+          "] past the end of the ", data_size, "-byte data buffer (truncated file?)");
     if (t.end - t.begin != nbytes)
       bad(path, "tensor '", name, "' has data_offsets [", t.begin, ", ", t.end, "] spanning ",
-          t.end - t.begin, " bytes, expected ", nbytes, " for ", desc->name, " shape ", shape_str(t.shape));
+          t.end - t.begin, " bytes, expected ", nbytes, " for ", desc->name, " shape ",
+          shape_str(t.shape));
     f.tensors_.push_back(std::move(t));
   }
 
@@ -224,30 +240,56 @@ std::vector<T> File::convert(const TensorInfo& t) const {
   std::vector<T> out(n);
   T* o = out.data();
   switch (t.dtype) {
-    case Dtype::F64: load_all<double>(p, n, o); break;
-    case Dtype::F32: load_all<float>(p, n, o); break;
-    case Dtype::F16: load_all<uint16_t>(p, n, o, half_to_float); break;
-    case Dtype::BF16: load_all<uint16_t>(p, n, o, bf16_to_float); break;
-    case Dtype::I64: load_all<int64_t>(p, n, o); break;
-    case Dtype::I32: load_all<int32_t>(p, n, o); break;
-    case Dtype::I16: load_all<int16_t>(p, n, o); break;
-    case Dtype::I8: load_all<int8_t>(p, n, o); break;
-    case Dtype::U8: load_all<uint8_t>(p, n, o); break;
-    case Dtype::BOOL: load_all<uint8_t>(p, n, o, [](uint8_t v) { return v != 0; }); break;
+    case Dtype::F64:
+      load_all<double>(p, n, o);
+      break;
+    case Dtype::F32:
+      load_all<float>(p, n, o);
+      break;
+    case Dtype::F16:
+      load_all<uint16_t>(p, n, o, half_to_float);
+      break;
+    case Dtype::BF16:
+      load_all<uint16_t>(p, n, o, bf16_to_float);
+      break;
+    case Dtype::I64:
+      load_all<int64_t>(p, n, o);
+      break;
+    case Dtype::I32:
+      load_all<int32_t>(p, n, o);
+      break;
+    case Dtype::I16:
+      load_all<int16_t>(p, n, o);
+      break;
+    case Dtype::I8:
+      load_all<int8_t>(p, n, o);
+      break;
+    case Dtype::U8:
+      load_all<uint8_t>(p, n, o);
+      break;
+    case Dtype::BOOL:
+      load_all<uint8_t>(p, n, o, [](uint8_t v) { return v != 0; });
+      break;
   }
   return out;
 }
 
-std::vector<float> File::read_f32(const std::string& name) const { return convert<float>(get(name)); }
+std::vector<float> File::read_f32(const std::string& name) const {
+  return convert<float>(get(name));
+}
 
-std::vector<float> File::read_f32(const std::string& name, const std::vector<int64_t>& expect_shape) const {
+std::vector<float> File::read_f32(const std::string& name,
+                                  const std::vector<int64_t>& expect_shape) const {
   const TensorInfo& t = get(name);
   if (t.shape != expect_shape)
-    bad(path_, "tensor '", name, "' has shape ", shape_str(t.shape), ", expected ", shape_str(expect_shape));
+    bad(path_, "tensor '", name, "' has shape ", shape_str(t.shape), ", expected ",
+        shape_str(expect_shape));
   return convert<float>(t);
 }
 
-std::vector<double> File::read_f64(const std::string& name) const { return convert<double>(get(name)); }
+std::vector<double> File::read_f64(const std::string& name) const {
+  return convert<double>(get(name));
+}
 
 std::vector<int64_t> File::read_i64(const std::string& name) const {
   const TensorInfo& t = get(name);
@@ -266,7 +308,9 @@ void save(const std::string& path, const std::vector<Entry>& tensors,
       fail("failed to save '", path, "': tensor name '", e.name, "' is used twice or reserved");
     int64_t numel = 1;
     for (int64_t d : e.shape) {
-      if (d < 0) fail("failed to save '", path, "': tensor '", e.name, "' has negative shape ", shape_str(e.shape));
+      if (d < 0)
+        fail("failed to save '", path, "': tensor '", e.name, "' has negative shape ",
+             shape_str(e.shape));
       numel *= d;
     }
     GMLP_CHECK(numel == 0 || e.data != nullptr);

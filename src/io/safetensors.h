@@ -38,7 +38,8 @@ class File {
   // The tensor converted to float (from any dtype; BOOL gives 0/1). Throws gmlp::Error if it is
   // missing or, given expect_shape, if its shape differs.
   std::vector<float> read_f32(const std::string& name) const;
-  std::vector<float> read_f32(const std::string& name, const std::vector<int64_t>& expect_shape) const;
+  std::vector<float> read_f32(const std::string& name,
+                              const std::vector<int64_t>& expect_shape) const;
   std::vector<double> read_f64(const std::string& name) const;
   std::vector<int64_t> read_i64(const std::string& name) const;  // from I64, I32 or U8 only
 
@@ -48,7 +49,7 @@ class File {
   std::vector<T> convert(const TensorInfo& t) const;
 
   std::string path_;
-  std::string bytes_;     // the whole file
+  std::string bytes_;      // the whole file
   size_t data_start_ = 0;  // 8 + N
   std::map<std::string, std::string> metadata_;
   std::vector<TensorInfo> tensors_;

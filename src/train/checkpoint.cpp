@@ -1,0 +1,123 @@
+#include "train/checkpoint.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace gmlp {
+
+void save_checkpoint(const std::string& path, const Gmlp<float>& model,
+                     const data::Normalization& norm, const std::vector<std::string>& class_names,
+                     const std::map<std::string, std::string>& extra) {
+  std::vector<st::Entry> entries;
+  for (const ParamInfo& p : model.params())
+    entries.push_back({p.name, p.shape, model.weights() + p.offset});
+  std::map<std::string, std::string> meta = extra;
+  meta["format"] = "gmlp";
+  meta["config"] = model.config().to_json().dump();
+  meta["mean"] = nlohmann::json(norm.mean).dump();
+  meta["std"] = nlohmann::json(norm.std).dump();
+  meta["classes"] = nlohmann::json(class_names).dump();
+  st::save(path, entries, meta);
+}
+
+GmlpConfig config_from_tensors(const st::File& file) {
+  auto shape = [&](const std::string& name) {
+    const st::TensorInfo* t = file.find(name);
+    if (!t)
+      fail("failed to load checkpoint '", file.path(), "': tensor '", name,
+           "' is missing (expected a gMLP state_dict with timm's names)");
+    return t->shape;
+  };
+  auto expect_rank = [&](const std::string& name, const std::vector<int64_t>& s, size_t rank) {
+    if (s.size() != rank)
+      fail("failed to load checkpoint '", file.path(), "': tensor '", name, "' has shape ",
+           st::shape_str(s), ", expected ", rank, " dimensions");
+  };
+  GmlpConfig c;
+  const auto stem = shape("stem.proj.weight");
+  expect_rank("stem.proj.weight", stem, 4);
+  if (stem[2] != stem[3])
+    fail("failed to load checkpoint '", file.path(), "': tensor 'stem.proj.weight' has shape ",
+         st::shape_str(stem), ", expected square patches [D, C, P, P]");
+  c.dim = int(stem[0]), c.in_chans = int(stem[1]), c.patch_size = int(stem[2]);
+  int depth = 0;
+  while (file.find("blocks." + std::to_string(depth) + ".norm.weight")) ++depth;
+  if (depth == 0)
+    fail("failed to load checkpoint '", file.path(), "': tensor 'blocks.0.norm.weight' is missing",
+         " (expected a gMLP state_dict with timm's names)");
+  c.depth = depth;
+  const auto fc1 = shape("blocks.0.mlp_channels.fc1.weight");
+  expect_rank("blocks.0.mlp_channels.fc1.weight", fc1, 2);
+  c.ffn = int(fc1[0]);
+  const auto proj = shape("blocks.0.mlp_channels.gate.proj.weight");
+  expect_rank("blocks.0.mlp_channels.gate.proj.weight", proj, 2);
+  const int grid = int(std::lround(std::sqrt(double(proj[0]))));
+  if (proj[0] != proj[1] || int64_t(grid) * grid != proj[0])
+    fail("failed to load checkpoint '", file.path(),
+         "': tensor 'blocks.0.mlp_channels.gate.proj.weight' has shape ", st::shape_str(proj),
+         ", expected [N, N] with N a square number of patches");
+  c.img_size = grid * c.patch_size;
+  const auto head = shape("head.weight");
+  expect_rank("head.weight", head, 2);
+  c.num_classes = int(head[0]);
+  return c;
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  const st::File file = st::File::open(path);
+  Checkpoint ck;
+  ck.metadata = file.metadata();
+  auto meta_json = [&](const char* key) -> nlohmann::json {
+    auto it = ck.metadata.find(key);
+    if (it == ck.metadata.end()) return nullptr;
+    try {
+      return nlohmann::json::parse(it->second);
+    } catch (const std::exception& e) {
+      fail("failed to load checkpoint '", path, "': metadata '", key, "' is not valid JSON");
+    }
+  };
+  const nlohmann::json cfg = meta_json("config");
+  try {
+    ck.config = cfg.is_object() ? GmlpConfig::from_json(cfg) : config_from_tensors(file);
+  } catch (const nlohmann::json::exception& e) {
+    fail("failed to load checkpoint '", path, "': metadata 'config' is malformed: ", e.what());
+  }
+  try {
+    ck.config.validate();
+  } catch (const Error& e) {
+    fail("failed to load checkpoint '", path, "': ", e.what());
+  }
+  ck.norm = data::Normalization::gmlp_default(ck.config.in_chans);
+  const nlohmann::json mean = meta_json("mean"), stdv = meta_json("std"), classes = meta_json("classes");
+  try {
+    if (mean.is_array()) ck.norm.mean = mean.get<std::vector<float>>();
+    if (stdv.is_array()) ck.norm.std = stdv.get<std::vector<float>>();
+    if (classes.is_array()) ck.class_names = classes.get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception&) {
+    fail("failed to load checkpoint '", path, "': metadata 'mean', 'std' or 'classes' is malformed");
+  }
+  if (int(ck.norm.mean.size()) != ck.config.in_chans || int(ck.norm.std.size()) != ck.config.in_chans)
+    fail("failed to load checkpoint '", path, "': metadata 'mean'/'std' must have ",
+         ck.config.in_chans, " values, one per channel");
+  for (float s : ck.norm.std)
+    if (!(s > 0)) fail("failed to load checkpoint '", path, "': metadata 'std' must be positive");
+
+  ck.model = std::make_unique<Gmlp<float>>(ck.config);
+  std::set<std::string> expected;
+  for (const ParamInfo& p : ck.model->params()) {
+    expected.insert(p.name);
+    const std::vector<float> v = file.read_f32(p.name, p.shape);
+    std::copy(v.begin(), v.end(), ck.model->weights() + p.offset);
+  }
+  for (const st::TensorInfo& t : file.tensors())
+    if (!expected.count(t.name))
+      fail("failed to load checkpoint '", path, "': unexpected tensor '", t.name,
+           "' (not part of a gMLP with this config)");
+  return ck;
+}
+
+}  // namespace gmlp

@@ -1,0 +1,55 @@
+#include "train/evaluate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "ops/cross_entropy.h"
+
+namespace gmlp {
+
+void check_compatible(const GmlpConfig& cfg, const data::ImageSet& set, const std::string& source) {
+  if (set.channels != cfg.in_chans || set.height != cfg.img_size || set.width != cfg.img_size)
+    fail("data '", source, "' has ", set.channels, "×", set.height, "×", set.width,
+         " images, but the model expects ", cfg.in_chans, "×", cfg.img_size, "×", cfg.img_size);
+  if (set.classes > cfg.num_classes)
+    fail("data '", source, "' has ", set.classes, " classes, but the model has only ",
+         cfg.num_classes, " outputs");
+}
+
+EvalResult evaluate(Gmlp<float>& model, const data::ImageSet& set, const data::Normalization& norm,
+                    int limit, std::vector<float>* logits) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const GmlpConfig& cfg = model.config();
+  const int n = limit > 0 ? std::min(limit, set.count) : set.count;
+  const int64_t B = model.planned_batch(), K = cfg.num_classes, C = cfg.in_chans, S = cfg.img_size;
+  const int64_t image_size = C * S * S;
+  std::vector<float> input(B * image_size), probs(B * K);
+  std::vector<int32_t> labels(B);
+  if (logits) logits->assign(int64_t(n) * K, 0.f);
+  EvalResult r;
+  r.count = n;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (int start = 0; start < n; start += int(B)) {
+    const int64_t b = std::min<int64_t>(B, n - start);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < b; ++i)
+      data::normalize_image(input.data() + i * image_size,
+                            set.pixels.data() + (start + i) * image_size, int(C), int(S), norm);
+    for (int64_t i = 0; i < b; ++i) labels[i] = set.labels[start + i];
+    const float* out = model.forward(input.data(), b);
+    loss_sum += double(cross_entropy_forward(probs.data(), out, labels.data(), b, K, 0.f)) * b;
+    for (int64_t i = 0; i < b; ++i) {
+      const float* row = out + i * K;
+      correct += (std::max_element(row, row + K) - row) == labels[i];
+    }
+    if (logits) std::copy(out, out + b * K, logits->data() + int64_t(start) * K);
+  }
+  r.loss = n ? loss_sum / n : 0;
+  r.accuracy = n ? double(correct) / n : 0;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace gmlp

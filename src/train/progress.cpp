@@ -1,0 +1,49 @@
+#include "train/progress.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace gmlp {
+
+std::string format_duration(double seconds) {
+  const int64_t s = int64_t(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", long(s / 3600), long(s % 3600 / 60));
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", long(s / 60), long(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lds", long(s));
+  return buf;
+}
+
+Progress::Progress(int64_t total_steps, int64_t log_every)
+    : total_(total_steps), every_(log_every > 0 ? log_every : 1), tty_(isatty(fileno(stderr))), start_(std::chrono::steady_clock::now()),
+      last_(start_ - std::chrono::seconds(1)) {}
+
+void Progress::update(int64_t done, const std::string& line) {
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t mark = done / every_;
+  if (tty_ ? now - last_ < std::chrono::milliseconds(250) : mark == last_mark_) return;
+  last_ = now;
+  last_mark_ = mark;
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const int64_t this_session = done - offset_;
+  const std::string eta =
+      this_session > 0 ? format_duration(elapsed / double(this_session) * double(total_ - done)) : "?";
+  if (tty_) {
+    std::fprintf(stderr, "\r\033[K%s  eta %s", line.c_str(), eta.c_str());
+    dirty_ = true;
+  } else {
+    std::fprintf(stderr, "%s  eta %s\n", line.c_str(), eta.c_str());
+  }
+  std::fflush(stderr);
+}
+
+void Progress::finish() {
+  if (tty_ && dirty_) std::fputc('\n', stderr);
+  dirty_ = false;
+}
+
+}  // namespace gmlp

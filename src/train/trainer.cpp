@@ -1,0 +1,270 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "core/error.h"
+#include "data/idx.h"
+#include "data/transform.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "ops/cross_entropy.h"
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/optimizer.h"
+#include "train/progress.h"
+
+namespace gmlp {
+
+namespace fs = std::filesystem;
+
+nlohmann::json TrainOptions::to_json() const {
+  return {{"data_dir", data_dir},         {"epochs", epochs},
+          {"batch_size", batch_size},     {"lr", lr},
+          {"min_lr", min_lr},             {"warmup_epochs", warmup_epochs},
+          {"weight_decay", weight_decay}, {"clip_norm", clip_norm},
+          {"label_smoothing", label_smoothing}, {"crop_padding", crop_padding},
+          {"hflip", hflip},               {"seed", seed},
+          {"train_limit", train_limit}};
+}
+
+TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
+  TrainOptions o;
+  auto get = [&](const char* key, auto& field) {
+    if (j.contains(key)) j.at(key).get_to(field);
+  };
+  get("data_dir", o.data_dir);
+  get("epochs", o.epochs);
+  get("batch_size", o.batch_size);
+  get("lr", o.lr);
+  get("min_lr", o.min_lr);
+  get("warmup_epochs", o.warmup_epochs);
+  get("weight_decay", o.weight_decay);
+  get("clip_norm", o.clip_norm);
+  get("label_smoothing", o.label_smoothing);
+  get("crop_padding", o.crop_padding);
+  get("hflip", o.hflip);
+  get("seed", o.seed);
+  get("train_limit", o.train_limit);
+  return o;
+}
+
+namespace {
+
+struct RunFiles {
+  std::string checkpoint, state, metrics;
+  explicit RunFiles(const std::string& dir)
+      : checkpoint((fs::path(dir) / "checkpoint.safetensors").string()),
+        state((fs::path(dir) / "train_state.safetensors").string()),
+        metrics((fs::path(dir) / "metrics.jsonl").string()) {}
+};
+
+uint64_t epoch_seed(uint64_t seed, int epoch) {
+  return seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull * uint64_t(epoch + 1);
+}
+
+std::string meta_at(const std::map<std::string, std::string>& m, const std::string& key,
+                    const std::string& path) {
+  auto it = m.find(key);
+  if (it == m.end()) fail("failed to resume from '", path, "': metadata '", key, "' is missing");
+  return it->second;
+}
+
+void save_run(const RunFiles& files, const Gmlp<float>& model, AdamW<float>& opt,
+              const data::Normalization& norm, const std::vector<std::string>& classes,
+              const TrainOptions& options, int epoch, int64_t step,
+              const std::vector<nlohmann::json>& metrics) {
+  const int64_t P = model.num_params();
+  const std::map<std::string, std::string> marks = {{"epoch", std::to_string(epoch)},
+                                                    {"step", std::to_string(step)}};
+  auto state_meta = marks;
+  state_meta["options"] = options.to_json().dump();
+  state_meta["adamw_steps"] = std::to_string(opt.steps());
+  // The state goes first: a crash between the two renames leaves a checkpoint one epoch behind
+  // its state, which resume detects by the epoch marks.
+  st::save(files.state, {{"adamw.m", {P}, opt.m().data()}, {"adamw.v", {P}, opt.v().data()}},
+           state_meta);
+  save_checkpoint(files.checkpoint, model, norm, classes, marks);
+  std::string lines;
+  for (const auto& m : metrics) lines += m.dump() + "\n";
+  write_file_atomic(files.metrics, lines);
+}
+
+}  // namespace
+
+TrainResult train(const GmlpConfig& config_in, const TrainOptions& options_in, bool resume) {
+  const auto t_start = std::chrono::steady_clock::now();
+  TrainOptions opt = options_in;
+  const RunFiles files(opt.out_dir);
+  std::error_code ec;
+  fs::create_directories(opt.out_dir, ec);
+  if (ec) fail("failed to create run folder '", opt.out_dir, "': ", ec.message());
+
+  std::unique_ptr<Gmlp<float>> model;
+  data::Normalization norm;
+  int start_epoch = 0;
+  int64_t step = 0, adamw_steps = 0;
+  std::vector<nlohmann::json> metrics;
+  std::vector<float> m0, v0;
+  if (resume) {
+    if (!fs::exists(files.state))
+      fail("failed to resume: '", files.state, "' does not exist (no finished epoch to resume from)");
+    const st::File state = st::File::open(files.state);
+    const int epochs_wanted = opt.epochs;
+    try {
+      opt = TrainOptions::from_json(nlohmann::json::parse(meta_at(state.metadata(), "options", files.state)));
+      start_epoch = std::stoi(meta_at(state.metadata(), "epoch", files.state));
+      step = std::stoll(meta_at(state.metadata(), "step", files.state));
+      adamw_steps = std::stoll(meta_at(state.metadata(), "adamw_steps", files.state));
+    } catch (const nlohmann::json::exception& e) {
+      fail("failed to resume from '", files.state, "': metadata 'options' is malformed");
+    } catch (const std::logic_error&) {
+      fail("failed to resume from '", files.state, "': metadata 'epoch'/'step' is not a number");
+    }
+    opt.out_dir = options_in.out_dir;
+    if (epochs_wanted > 0) opt.epochs = epochs_wanted;
+    Checkpoint ck = load_checkpoint(files.checkpoint);
+    if (ck.metadata["epoch"] != std::to_string(start_epoch))
+      fail("failed to resume: '", files.checkpoint, "' is from epoch ", ck.metadata["epoch"],
+           " but '", files.state, "' from epoch ", start_epoch,
+           " (the run was killed while saving; delete the folder and start again)");
+    model = std::move(ck.model);
+    norm = ck.norm;
+    m0 = state.read_f32("adamw.m", {model->num_params()});
+    v0 = state.read_f32("adamw.v", {model->num_params()});
+    if (fs::exists(files.metrics)) {
+      std::ifstream in(files.metrics);
+      for (std::string line; std::getline(in, line);) {
+        if (line.empty()) continue;
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_object() && j.value("epoch", 0) <= start_epoch) metrics.push_back(j);
+      }
+    }
+  } else {
+    model = std::make_unique<Gmlp<float>>(config_in);
+    Rng init_rng(opt.seed);
+    model->init(init_rng);
+    norm = data::Normalization::gmlp_default(config_in.in_chans);
+  }
+  const GmlpConfig& cfg = model->config();
+
+  const std::string data_dir = opt.data_dir.empty() ? data::kFashionMnistDir : opt.data_dir;
+  data::ImageSet train_set = data::load_fashion_mnist(data_dir, "train");
+  const data::ImageSet test_set = data::load_fashion_mnist(data_dir, "test");
+  check_compatible(cfg, train_set, data_dir);
+  const int n_train = opt.train_limit > 0 ? std::min(opt.train_limit, train_set.count) : train_set.count;
+  const int B = std::min(opt.batch_size, n_train);
+  if (B <= 0) fail("invalid batch size ", opt.batch_size, ": must be positive");
+  const int64_t steps_per_epoch = n_train / B;  // the last partial batch is dropped
+  const int64_t total_steps = steps_per_epoch * opt.epochs;
+  const int64_t warmup_steps = int64_t(opt.warmup_epochs * double(steps_per_epoch));
+
+  model->plan(B);
+  AdamWConfig acfg;
+  acfg.weight_decay = opt.weight_decay;
+  AdamW<float> adamw(model->params(), acfg);
+  if (resume) {
+    std::copy(m0.begin(), m0.end(), adamw.m().data());
+    std::copy(v0.begin(), v0.end(), adamw.v().data());
+    adamw.set_steps(adamw_steps);
+  }
+
+  const int64_t K = cfg.num_classes, C = cfg.in_chans, S = cfg.img_size, image_size = C * S * S;
+  std::vector<float> input(int64_t(B) * image_size), probs(int64_t(B) * K), dlogits(int64_t(B) * K);
+  std::vector<int32_t> labels(B);
+  std::vector<uint64_t> image_seeds(B);
+  std::vector<int> order(n_train);
+  const data::Augment aug{opt.crop_padding, opt.hflip};
+  const double flops_per_step = 3.0 * model->flops_per_image() * B;  // forward + 2× backward
+
+  std::fprintf(stderr, "gmlp: %s %d params, %.1f MFLOP/image, %d train / %d test images, batch %d, %ld steps/epoch\n",
+               resume ? "resuming" : "training", int(model->num_params()),
+               model->flops_per_image() / 1e6, n_train, test_set.count, B, long(steps_per_epoch));
+  Progress progress(total_steps, std::max<int64_t>(1, steps_per_epoch / 10));
+  progress.set_offset(step);
+  TrainResult result;
+  for (const auto& m : metrics) result.best_test_acc = std::max(result.best_test_acc, m.value("test_acc", 0.0));
+
+  for (int epoch = start_epoch; epoch < opt.epochs; ++epoch) {
+    const auto t_epoch = std::chrono::steady_clock::now();
+    Rng rng(epoch_seed(opt.seed, epoch));
+    std::iota(order.begin(), order.end(), 0);
+    for (int i = n_train - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+    double loss_sum = 0, train_seconds = 0;
+    int64_t correct = 0, seen = 0;
+    double lr = 0;
+    for (int64_t s = 0; s < steps_per_epoch; ++s, ++step) {
+      const auto t_step = std::chrono::steady_clock::now();
+      for (int i = 0; i < B; ++i) {
+        image_seeds[i] = rng.next();
+        labels[i] = train_set.labels[order[s * B + i]];
+      }
+#pragma omp parallel for schedule(static)
+      for (int i = 0; i < B; ++i) {
+        Rng image_rng(image_seeds[i]);
+        data::augment_image(input.data() + i * image_size,
+                            train_set.pixels.data() + int64_t(order[s * B + i]) * image_size, int(C),
+                            int(S), norm, aug, image_rng);
+      }
+      const float* logits = model->forward(input.data(), B, &rng);
+      const float loss = cross_entropy_forward(probs.data(), logits, labels.data(), B, K,
+                                               float(opt.label_smoothing));
+      for (int i = 0; i < B; ++i) {
+        const float* row = logits + i * K;
+        correct += (std::max_element(row, row + K) - row) == labels[i];
+      }
+      cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K,
+                             float(opt.label_smoothing));
+      model->zero_grad();
+      model->backward(dlogits.data());
+      clip_grad_norm(model->grads(), model->num_params(), opt.clip_norm);
+      lr = lr_schedule(step, total_steps, warmup_steps, opt.lr, opt.min_lr);
+      adamw.step(model->weights(), model->grads(), lr);
+      if (!std::isfinite(loss))
+        fail("training diverged at step ", step, ": the loss is ", loss,
+             " (try a lower --lr or a smaller --clip-norm)");
+      loss_sum += double(loss) * B;
+      seen += B;
+      train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count();
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "epoch %d/%d  step %ld/%ld  loss %.4f  acc %.2f%%  lr %.2e  %.0f img/s  %.1f GFLOP/s",
+                    epoch + 1, opt.epochs, long(s + 1), long(steps_per_epoch), loss_sum / seen,
+                    100.0 * double(correct) / double(seen), lr, double(seen) / train_seconds,
+                    flops_per_step * double(s + 1) / train_seconds / 1e9);
+      progress.update(step + 1, line);
+    }
+    progress.finish();
+    const EvalResult ev = evaluate(*model, test_set, norm);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_epoch).count();
+    nlohmann::json m = {{"epoch", epoch + 1},
+                        {"step", step},
+                        {"train_loss", seen ? loss_sum / seen : 0.0},
+                        {"train_acc", seen ? double(correct) / double(seen) : 0.0},
+                        {"test_loss", ev.loss},
+                        {"test_acc", ev.accuracy},
+                        {"lr", lr},
+                        {"images_per_s", train_seconds > 0 ? double(seen) / train_seconds : 0.0},
+                        {"gflops_per_s", train_seconds > 0 ? flops_per_step * double(steps_per_epoch) / train_seconds / 1e9 : 0.0},
+                        {"seconds", seconds},
+                        {"eval_seconds", ev.seconds}};
+    metrics.push_back(m);
+    result.best_test_acc = std::max(result.best_test_acc, ev.accuracy);
+    result.final_test_acc = ev.accuracy;
+    std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  (%.0f img/s, %s)\n",
+                 epoch + 1, opt.epochs, m["train_loss"].get<double>(), 100 * m["train_acc"].get<double>(),
+                 ev.loss, 100 * ev.accuracy, m["images_per_s"].get<double>(), format_duration(seconds).c_str());
+    save_run(files, *model, adamw, norm, train_set.class_names, opt, epoch + 1, step, metrics);
+    ++result.epochs_run;
+  }
+  if (!metrics.empty()) result.final_test_acc = metrics.back().value("test_acc", 0.0);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  return result;
+}
+
+}  // namespace gmlp

@@ -1,0 +1,50 @@
+// The training loop for image classification: AdamW, warmup + cosine schedule, gradient
+// clipping, label smoothing, augmentation, per-epoch evaluation, progress on stderr, and
+// crash-safe output in one run folder:
+//   checkpoint.safetensors   the model (timm names), written atomically after every epoch
+//   train_state.safetensors  AdamW moments, step, epoch, options: what --resume needs
+//   metrics.jsonl            one JSON object per finished epoch
+// A run is a pure function of (options, seed): each epoch's shuffling, augmentation and
+// drop-path draws come from an RNG seeded by (seed, epoch), so a resumed run continues exactly
+// as the uninterrupted one would have.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "nn/config.h"
+
+namespace gmlp {
+
+struct TrainOptions {
+  std::string out_dir = "runs/default";
+  std::string data_dir;          // Fashion-MNIST IDX folder (default: the Debian package's)
+  int epochs = 10;
+  int batch_size = 128;
+  double lr = 2e-3;              // peak learning rate, reached after warmup
+  double min_lr = 1e-5;          // cosine floor
+  double warmup_epochs = 1;
+  double weight_decay = 0.05;
+  double clip_norm = 1.0;        // global gradient norm cap; 0 disables
+  double label_smoothing = 0.1;
+  int crop_padding = 2;          // random-crop shift in pixels; 0 disables
+  bool hflip = true;
+  uint64_t seed = 0;
+  int train_limit = 0;           // use only the first N training images (0: all)
+  int eval_batch = 500;
+
+  nlohmann::json to_json() const;
+  static TrainOptions from_json(const nlohmann::json& j);
+};
+
+struct TrainResult {
+  double final_test_acc = 0, best_test_acc = 0, seconds = 0;
+  int epochs_run = 0;
+};
+
+// Trains a new model of `config`, or, when resume is true, continues the run in options.out_dir
+// from its last checkpoint (its own config and options win, except epochs which may grow).
+TrainResult train(const GmlpConfig& config, const TrainOptions& options, bool resume);
+
+}  // namespace gmlp

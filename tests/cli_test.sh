@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# End-to-end checks of the gmlp binary on real Fashion-MNIST: exit codes and one-line errors for
+# bad input, a short training run whose loss falls, resume after a stop gives the same weights as
+# an uninterrupted run, eval/predict/info/bench on the result.
+#   tests/cli_test.sh path/to/gmlp workdir
+set -uo pipefail
+GMLP=$1
+WORK=$2
+rm -rf "$WORK" && mkdir -p "$WORK"
+failures=0
+passes=0
+ok() { echo "ok    $1"; passes=$((passes + 1)); }
+bad() { echo "FAIL  $1"; failures=$((failures + 1)); }
+
+# expect_error NAME STATUS PATTERN -- command...: the command exits with STATUS and its stderr is
+# one line matching PATTERN.
+expect_error() {
+  local name=$1 status=$2 pattern=$3
+  shift 4
+  "$@" >"$WORK/out" 2>"$WORK/err"
+  local got=$?
+  local lines
+  lines=$(wc -l <"$WORK/err")
+  if [ "$got" -ne "$status" ]; then
+    bad "$name: exit $got, expected $status ($(head -c 300 "$WORK/err"))"
+  elif [ "$status" -eq 1 ] && [ "$lines" -ne 1 ]; then
+    bad "$name: expected a one-line error, got $lines lines"
+  elif ! grep -qE -- "$pattern" "$WORK/err"; then
+    bad "$name: stderr does not match '$pattern': $(head -c 300 "$WORK/err")"
+  else
+    ok "$name"
+  fi
+}
+
+# --- bad input ---------------------------------------------------------------------------------
+expect_error "unknown subcommand is a usage error" 2 "subcommand" -- "$GMLP" bogus
+expect_error "unknown option is a usage error" 2 "--nope" -- "$GMLP" train --nope
+expect_error "unknown preset" 1 "unknown preset 'nope'" -- "$GMLP" train --preset nope --out "$WORK/x"
+expect_error "missing checkpoint" 1 "$WORK/missing.safetensors" -- "$GMLP" eval --checkpoint "$WORK/missing.safetensors"
+printf 'abc' >"$WORK/short.safetensors"
+expect_error "truncated checkpoint" 1 "short.safetensors" -- "$GMLP" eval --checkpoint "$WORK/short.safetensors"
+printf '\x10\x00\x00\x00\x00\x00\x00\x00{"a": [1, 2' >"$WORK/badjson.safetensors"
+expect_error "malformed checkpoint header" 1 "badjson.safetensors" -- "$GMLP" info --checkpoint "$WORK/badjson.safetensors"
+mkdir -p "$WORK/nodata"
+expect_error "missing data files" 1 "nodata" -- "$GMLP" train --preset fmnist-ti --data-dir "$WORK/nodata" --out "$WORK/x"
+mkdir -p "$WORK/baddata"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+  head -c 100 "/usr/share/datasets/fashion-mnist/$f.gz" >"$WORK/baddata/$f.gz"
+done
+expect_error "truncated data files" 1 "baddata" -- "$GMLP" train --preset fmnist-ti --data-dir "$WORK/baddata" --out "$WORK/x"
+expect_error "resume without a run" 1 "does not exist" -- "$GMLP" train --resume "$WORK/norun"
+
+# --- a short run: the loss falls, and resume equals an uninterrupted run ------------------------
+run() { "$GMLP" train --preset fmnist-ti --train-limit 3000 --batch-size 100 --seed 7 --threads 2 "$@" 2>>"$WORK/train.log"; }
+if run --epochs 3 --out "$WORK/full" >/dev/null; then
+  python3 - "$WORK/full/metrics.jsonl" <<'PY' && ok "training loss falls, metrics.jsonl complete" || bad "training loss falls"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+keys = {"epoch", "train_loss", "train_acc", "test_loss", "test_acc", "images_per_s", "seconds"}
+assert len(rows) == 3 and all(keys <= r.keys() for r in rows), rows
+assert rows[2]["train_loss"] < rows[0]["train_loss"], [r["train_loss"] for r in rows]
+assert rows[2]["test_acc"] > 0.5, rows[2]["test_acc"]  # chance is 0.1
+PY
+else
+  bad "training run failed: $(tail -3 "$WORK/train.log")"
+fi
+run --epochs 1 --out "$WORK/split" >/dev/null && "$GMLP" train --resume "$WORK/split" --epochs 3 --threads 2 >/dev/null 2>>"$WORK/train.log"
+if cmp -s "$WORK/full/checkpoint.safetensors" "$WORK/split/checkpoint.safetensors" &&
+   cmp -s "$WORK/full/train_state.safetensors" "$WORK/split/train_state.safetensors"; then
+  ok "resume after epoch 1 gives the same weights as an uninterrupted run"
+else
+  bad "resume after epoch 1 differs from an uninterrupted run"
+fi
+[ "$(wc -l <"$WORK/split/metrics.jsonl")" -eq 3 ] && ok "resumed metrics.jsonl has 3 epochs" || bad "resumed metrics.jsonl"
+ls "$WORK/full"/*.tmp* >/dev/null 2>&1 && bad "temporary files left behind" || ok "no temporary files left behind"
+
+# --- eval, predict, info, bench on the result ---------------------------------------------------
+CK="$WORK/full/checkpoint.safetensors"
+if "$GMLP" eval --checkpoint "$CK" --limit 100 --logits "$WORK/logits.npy" --json >"$WORK/eval.json"; then
+  python3 - "$WORK" <<'PY' && ok "eval --logits writes [100, 10] float32 in file order" || bad "eval --logits"
+import json, sys, numpy as np
+w = sys.argv[1]
+e = json.load(open(f"{w}/eval.json"))
+l = np.load(f"{w}/logits.npy")
+assert l.shape == (100, 10) and l.dtype == np.float32 and e["count"] == 100
+PY
+else
+  bad "eval failed"
+fi
+python3 - "$WORK/boot.png" <<'PY'
+# The first Fashion-MNIST test image (an ankle boot) as an 8-bit gray PNG, written by hand.
+import gzip, struct, sys, zlib
+import numpy as np
+raw = gzip.open("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz").read()
+img = np.frombuffer(raw, np.uint8, 784, 16).reshape(28, 28)
+chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+rows = b"".join(b"\0" + img[y].tobytes() for y in range(28))
+png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 8, 0, 0, 0, 0)) + \
+      chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+open(sys.argv[1], "wb").write(png)
+PY
+if out=$("$GMLP" predict --checkpoint "$CK" --top 2 "$WORK/boot.png"); then
+  echo "$out" | grep -qE "boot.png: [A-Za-z/ -]+ [0-9.]+, [A-Za-z/ -]+ [0-9.]+$" && ok "predict prints top classes: $out" || bad "predict output: $out"
+else
+  bad "predict failed"
+fi
+printf 'not a png' >"$WORK/bad.png"
+expect_error "unreadable image" 1 "bad.png" -- "$GMLP" predict --checkpoint "$CK" "$WORK/bad.png"
+"$GMLP" info --preset gmlp-s16 --json | grep -q '"params":19422656' && ok "gMLP-S/16 has 19,422,656 parameters" || bad "gMLP-S/16 parameter count"
+"$GMLP" bench --checkpoint "$CK" --batch-size 8 --reps 1 --warmup 1 --json | python3 -c "
+import json, sys; j = json.load(sys.stdin)
+assert all(j[k] > 0 for k in ('train_images_per_s', 'infer_images_per_s', 'peak_rss_mb'))" && ok "bench --json" || bad "bench --json"
+
+echo "$passes passed, $failures failed"
+[ "$failures" -eq 0 ]

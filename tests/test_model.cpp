@@ -1,0 +1,248 @@
+// The whole model: gradients against finite differences in double; logits, loss, every gradient
+// and three AdamW steps against timm (fixtures from tests/reference/make_fixtures.py); and the
+// invariances (threads 1 vs 2, a batch vs its rows one at a time, save → load).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "check.h"
+#include "core/threads.h"
+#include "io/safetensors.h"
+#include "nn/gmlp.h"
+#include "ops/cross_entropy.h"
+#include "tolerances.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
+
+namespace gmlp {
+namespace {
+
+using test::close;
+
+GmlpConfig tiny_config() {
+  GmlpConfig c;
+  c.img_size = 8, c.in_chans = 2, c.patch_size = 2, c.depth = 2, c.dim = 6, c.ffn = 10,
+  c.num_classes = 5;
+  return c;
+}
+
+// Random parameters of O(1) scale everywhere, the SGU's W included: timm's init (W ≈ 0, b = 1)
+// would leave the spatial path untested.
+template <class T>
+void randomize(Gmlp<T>& m, Rng& rng) {
+  for (const ParamInfo& p : m.params()) {
+    const int64_t fan_in = p.shape.size() >= 2 ? p.numel / p.shape[0] : 1;
+    const bool is_norm_weight = p.shape.size() == 1 && p.name.find("norm.weight") != std::string::npos;
+    for (int64_t i = 0; i < p.numel; ++i) {
+      const double x = rng.normal();
+      m.weights()[p.offset + i] =
+          T(p.shape.size() >= 2 ? x / std::sqrt(double(fan_in)) : (is_norm_weight ? 1 + 0.2 * x : 0.2 * x));
+    }
+  }
+}
+
+template <class T>
+T model_loss(Gmlp<T>& m, const std::vector<T>& images, const std::vector<int32_t>& labels,
+             std::vector<T>& probs) {
+  const int64_t B = int64_t(labels.size());
+  const T* logits = m.forward(images.data(), B);
+  return cross_entropy_forward(probs.data(), logits, labels.data(), B, m.config().num_classes, T(0.1));
+}
+
+TEST(Model, EveryGradientMatchesFiniteDifferences) {
+  Gmlp<double> m(tiny_config());
+  Rng rng(21);
+  randomize(m, rng);
+  const int64_t B = 3, K = m.config().num_classes;
+  auto images = test::randn<double>(B * 2 * 8 * 8, rng);
+  const std::vector<int32_t> labels = {4, 0, 2};
+  std::vector<double> probs(B * K), dlogits(B * K);
+  m.plan(B);
+  model_loss(m, images, labels, probs);
+  cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, 0.1);
+  m.zero_grad();
+  m.backward(dlogits.data());
+  const std::vector<double> analytic(m.grads(), m.grads() + m.num_params());
+  std::vector<double> numeric(m.num_params());
+  for (int64_t i = 0; i < m.num_params(); ++i) {
+    double& w = m.weights()[i];
+    const double old = w;
+    w = old + tol::kFdStep;
+    const double lp = model_loss(m, images, labels, probs);
+    w = old - tol::kFdStep;
+    const double lm = model_loss(m, images, labels, probs);
+    w = old;
+    numeric[i] = (lp - lm) / (2 * tol::kFdStep);
+  }
+  for (const ParamInfo& p : m.params())
+    EXPECT_TRUE(close(p.name, analytic.data() + p.offset, numeric.data() + p.offset, p.numel, tol::kFdRel));
+}
+
+std::string fixture(const std::string& name) {
+  const char* dir = std::getenv("GMLP_FIXTURES");
+  return std::string(dir ? dir : "fixtures") + "/" + name;
+}
+
+class TimmParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TimmParity, LogitsLossGradientsAndAdamWSteps) {
+  const std::string model_path = fixture(GetParam() + ".model.safetensors");
+  const std::string io_path = fixture(GetParam() + ".io.safetensors");
+  ASSERT_TRUE(std::filesystem::exists(io_path))
+      << io_path << " is missing: run tests/reference/make_fixtures.py (ctest does it first)";
+  Checkpoint ck = load_checkpoint(model_path);  // a plain timm state_dict: config from shapes
+  Gmlp<float>& m = *ck.model;
+  const st::File io = st::File::open(io_path);
+  const auto& meta = io.metadata();
+  const std::vector<float> images = io.read_f32("images");
+  std::vector<int32_t> labels;
+  for (int64_t l : io.read_i64("labels")) labels.push_back(int32_t(l));
+  const int64_t B = int64_t(labels.size()), K = m.config().num_classes;
+  m.plan(B);
+  std::vector<float> probs(B * K), dlogits(B * K);
+
+  const float* logits = m.forward(images.data(), B);
+  EXPECT_TRUE(close("logits", logits, io.read_f32("logits").data(), B * K, tol::kTimmLogits, 0.0));
+  const float smoothing = std::stof(meta.at("label_smoothing"));
+  const float loss = cross_entropy_forward(probs.data(), logits, labels.data(), B, K, smoothing);
+  EXPECT_NEAR(loss, io.read_f32("loss")[0], tol::kTimmLogits);
+  cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, smoothing);
+  m.zero_grad();
+  m.backward(dlogits.data());
+  for (const ParamInfo& p : m.params())
+    EXPECT_TRUE(close("grad." + p.name, m.grads() + p.offset, io.read_f32("grad." + p.name).data(),
+                      p.numel, tol::kTimmGrad));
+
+  AdamWConfig acfg;
+  acfg.beta1 = std::stod(meta.at("beta1"));
+  acfg.beta2 = std::stod(meta.at("beta2"));
+  acfg.eps = std::stod(meta.at("eps"));
+  acfg.weight_decay = std::stod(meta.at("weight_decay"));
+  AdamW<float> opt(m.params(), acfg);
+  const double lr = std::stod(meta.at("lr")), clip = std::stod(meta.at("clip_norm"));
+  for (int k = 1; k <= std::stoi(meta.at("steps")); ++k) {
+    const std::string tag = "step" + std::to_string(k) + ".";
+    const float* lg = m.forward(images.data(), B);
+    const float l = cross_entropy_forward(probs.data(), lg, labels.data(), B, K, smoothing);
+    EXPECT_NEAR(l, io.read_f32(tag + "loss")[0], tol::kTimmAdamW) << tag;
+    cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, smoothing);
+    m.zero_grad();
+    m.backward(dlogits.data());
+    clip_grad_norm(m.grads(), m.num_params(), clip);
+    opt.step(m.weights(), m.grads(), lr);
+    for (const ParamInfo& p : m.params())
+      EXPECT_TRUE(close(tag + p.name, m.weights() + p.offset, io.read_f32(tag + p.name).data(),
+                        p.numel, tol::kTimmAdamW));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, TimmParity, ::testing::Values("tiny_gray", "tiny_rgb"));
+
+struct FloatRun {
+  std::vector<float> logits, grads;
+};
+
+FloatRun run_float(Gmlp<float>& m, const std::vector<float>& images, const std::vector<int32_t>& labels) {
+  const int64_t B = int64_t(labels.size()), K = m.config().num_classes;
+  std::vector<float> probs(B * K), dl(B * K);
+  const float* lg = m.forward(images.data(), B);
+  FloatRun r{{lg, lg + B * K}, {}};
+  cross_entropy_backward(dl.data(), (cross_entropy_forward(probs.data(), lg, labels.data(), B, K, 0.1f), probs.data()),
+                         labels.data(), B, K, 0.1f);
+  m.zero_grad();
+  m.backward(dl.data());
+  r.grads.assign(m.grads(), m.grads() + m.num_params());
+  return r;
+}
+
+GmlpConfig small_config() {  // big enough for oneDNN to split work across threads
+  GmlpConfig c;
+  c.depth = 2, c.dim = 64, c.ffn = 192;
+  return c;
+}
+
+TEST(Invariance, OneThreadEqualsTwo) {
+  Gmlp<float> m(small_config());
+  Rng rng(31);
+  randomize(m, rng);
+  const int64_t B = 16;
+  auto images = test::randn<float>(B * 28 * 28, rng);
+  std::vector<int32_t> labels(B);
+  for (auto& l : labels) l = int32_t(rng.below(10));
+  m.plan(B);
+  const int saved = num_threads();
+  set_threads(1);
+  const FloatRun one = run_float(m, images, labels);
+  set_threads(2);
+  const FloatRun two = run_float(m, images, labels);
+  set_threads(saved);
+  EXPECT_TRUE(close("logits", two.logits, one.logits, tol::kInvariance));
+  EXPECT_TRUE(close("grads", two.grads, one.grads, tol::kInvariance));
+}
+
+TEST(Invariance, BatchEqualsRowsOneAtATime) {
+  Gmlp<float> m(small_config());
+  Rng rng(32);
+  randomize(m, rng);
+  const int64_t B = 7, K = 10, image = 28 * 28;
+  auto images = test::randn<float>(B * image, rng);
+  m.plan(B);
+  const float* lg = m.forward(images.data(), B);
+  const std::vector<float> batched(lg, lg + B * K);
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<float> row(images.begin() + b * image, images.begin() + (b + 1) * image);
+    const float* one = m.forward(row.data(), 1);
+    EXPECT_TRUE(close("row " + std::to_string(b), one, batched.data() + b * K, K, tol::kInvariance));
+  }
+}
+
+TEST(Invariance, SaveLoadGivesIdenticalLogits) {
+  Gmlp<float> m(small_config());
+  Rng rng(33);
+  randomize(m, rng);
+  const int64_t B = 4, K = 10;
+  auto images = test::randn<float>(B * 28 * 28, rng);
+  m.plan(B);
+  const float* lg = m.forward(images.data(), B);
+  const std::vector<float> before(lg, lg + B * K);
+  const std::string path = ::testing::TempDir() + "gmlp_save_load.safetensors";
+  save_checkpoint(path, m, data::Normalization{{0.25f}, {0.75f}}, {"a", "b"});
+  Checkpoint ck = load_checkpoint(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(ck.config.to_json(), m.config().to_json());
+  EXPECT_EQ(ck.norm.mean, std::vector<float>{0.25f});
+  EXPECT_EQ(ck.norm.std, std::vector<float>{0.75f});
+  EXPECT_EQ(ck.class_names, (std::vector<std::string>{"a", "b"}));
+  ck.model->plan(B);
+  const float* after = ck.model->forward(images.data(), B);
+  for (int64_t i = 0; i < B * K; ++i) ASSERT_EQ(after[i], before[i]) << "logit " << i;
+}
+
+TEST(Model, InitMatchesTimm) {
+  // timm: xavier-uniform linears, SGU W ~ N(0, 1e-6) and b = 1, zero head, LayerNorm (1, 0).
+  Gmlp<float> m(small_config());
+  Rng rng(34);
+  m.init(rng);
+  auto stats = [&](const std::string& name) {
+    const ParamInfo& p = m.param(name);
+    double s = 0, ss = 0, mx = 0;
+    for (int64_t i = 0; i < p.numel; ++i) {
+      const double x = m.weights()[p.offset + i];
+      s += x, ss += x * x, mx = std::max(mx, std::abs(x));
+    }
+    return std::array<double, 3>{s / p.numel, std::sqrt(ss / p.numel), mx};
+  };
+  const auto proj = stats("blocks.1.mlp_channels.gate.proj.weight");
+  EXPECT_NEAR(proj[1], 1e-6, 1e-7);
+  EXPECT_EQ(stats("blocks.1.mlp_channels.gate.proj.bias")[0], 1.0);
+  const auto fc1 = stats("blocks.0.mlp_channels.fc1.weight");
+  const double bound = std::sqrt(6.0 / (64 + 192));
+  EXPECT_LE(fc1[2], bound);
+  EXPECT_NEAR(fc1[1], bound / std::sqrt(3.0), 0.03 * bound);  // uniform(-a, a) has sd a/√3
+  EXPECT_EQ(stats("head.weight")[2], 0.0);
+  EXPECT_EQ(stats("norm.weight")[0], 1.0);
+}
+
+}  // namespace
+}  // namespace gmlp

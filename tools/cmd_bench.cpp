@@ -1,0 +1,136 @@
+// gmlp bench: images/s of a training step (forward, backward, clipping, AdamW) and of inference,
+// median and spread over repetitions after warm-up, GFLOP/s, and peak resident memory.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/threads.h"
+#include "ops/cross_entropy.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
+
+namespace gmlp::cli {
+
+namespace {
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+struct Timing {
+  double median = 0, min = 0, max = 0;  // images/s
+};
+
+// Runs `step` (which processes `images` images) until each repetition lasts >= 0.3 s.
+template <class F>
+Timing measure(F&& step, int images, int warmup, int reps) {
+  using clock = std::chrono::steady_clock;
+  for (int i = 0; i < warmup; ++i) step();
+  const auto t0 = clock::now();
+  step();
+  const double once = std::chrono::duration<double>(clock::now() - t0).count();
+  const int iters = std::max(1, int(0.3 / std::max(once, 1e-6)));
+  std::vector<double> rates;
+  for (int r = 0; r < reps; ++r) {
+    const auto t = clock::now();
+    for (int i = 0; i < iters; ++i) step();
+    rates.push_back(double(images) * iters / std::chrono::duration<double>(clock::now() - t).count());
+  }
+  std::sort(rates.begin(), rates.end());
+  return {rates[rates.size() / 2], rates.front(), rates.back()};
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  struct Args {
+    std::string preset, checkpoint;
+    int batch_size = 64, threads = 0, warmup = 3, reps = 10;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("bench", "Measure training and inference speed");
+  auto* preset = sub->add_option("--preset", args->preset, "Model preset");
+  auto* ckpt = sub->add_option("--checkpoint", args->checkpoint, "Checkpoint (.safetensors)");
+  preset->excludes(ckpt);
+  sub->add_option("--batch-size", args->batch_size, "Batch of the training step and batched inference")->capture_default_str();
+  sub->add_option("--warmup", args->warmup, "Untimed repetitions first")->capture_default_str();
+  sub->add_option("--reps", args->reps, "Timed repetitions (each >= 0.3 s)")->capture_default_str();
+  sub->add_flag("--json", args->json, "Print one JSON object");
+  add_threads_option(*sub, args->threads);
+  sub->callback([args] {
+    if (args->preset.empty() == args->checkpoint.empty())
+      throw CLI::ValidationError("bench", "give exactly one of --preset or --checkpoint");
+    if (args->batch_size <= 0 || args->reps <= 0) fail("--batch-size and --reps must be positive");
+    set_threads(args->threads);
+    const double rss_start = peak_rss_mb();
+    std::unique_ptr<Gmlp<float>> model;
+    if (!args->checkpoint.empty()) {
+      model = std::move(load_checkpoint(args->checkpoint).model);
+    } else {
+      model = std::make_unique<Gmlp<float>>(find_preset(args->preset).config);
+      Rng rng(0);
+      model->init(rng);
+    }
+    const GmlpConfig& cfg = model->config();
+    const int64_t B = args->batch_size, K = cfg.num_classes;
+    const int64_t image_size = int64_t(cfg.in_chans) * cfg.img_size * cfg.img_size;
+    Rng rng(1);
+    std::vector<float> input(B * image_size), probs(B * K), dlogits(B * K);
+    for (auto& x : input) x = float(rng.normal());
+    std::vector<int32_t> labels(B);
+    for (auto& l : labels) l = int32_t(rng.below(K));
+    model->plan(B);
+    AdamW<float> adamw(model->params(), AdamWConfig{});
+    auto train_step = [&] {
+      const float* logits = model->forward(input.data(), B, &rng);
+      cross_entropy_forward(probs.data(), logits, labels.data(), B, K, 0.1f);
+      cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, 0.1f);
+      model->zero_grad();
+      model->backward(dlogits.data());
+      clip_grad_norm(model->grads(), model->num_params(), 1.0);
+      adamw.step(model->weights(), model->grads(), 1e-4);
+    };
+    const Timing train = measure(train_step, int(B), args->warmup, args->reps);
+    const Timing infer = measure([&] { model->forward(input.data(), B); }, int(B), args->warmup, args->reps);
+    const Timing infer1 = measure([&] { model->forward(input.data(), 1); }, 1, args->warmup, args->reps);
+    const double flops = model->flops_per_image();
+    const double train_gflops = train.median * 3 * flops / 1e9, infer_gflops = infer.median * flops / 1e9;
+    const double peak = peak_rss_mb();
+    if (args->json) {
+      nlohmann::json j = {{"framework", "gmlp"},
+                          {"threads", num_threads()},
+                          {"batch_size", B},
+                          {"config", cfg.to_json()},
+                          {"params", model->num_params()},
+                          {"flops_per_image", flops},
+                          {"train_images_per_s", train.median},
+                          {"train_spread", {train.min, train.max}},
+                          {"train_gflops_per_s", train_gflops},
+                          {"infer_images_per_s", infer.median},
+                          {"infer_spread", {infer.min, infer.max}},
+                          {"infer_gflops_per_s", infer_gflops},
+                          {"infer1_images_per_s", infer1.median},
+                          {"infer1_latency_ms", 1e3 / infer1.median},
+                          {"peak_rss_mb", peak},
+                          {"rss_before_model_mb", rss_start}};
+      std::printf("%s\n", j.dump().c_str());
+      return;
+    }
+    std::printf("gmlp bench  %ld params, %.1f MFLOP/image, batch %ld, %d threads\n",
+                long(model->num_params()), flops / 1e6, long(B), num_threads());
+    std::printf("train step    %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", train.median, train.min, train.max, train_gflops);
+    std::printf("inference     %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", infer.median, infer.min, infer.max, infer_gflops);
+    std::printf("inference b=1 %9.1f images/s  (%.3f ms)\n", infer1.median, 1e3 / infer1.median);
+    std::printf("peak RSS      %9.1f MB\n", peak);
+  });
+}
+
+}  // namespace gmlp::cli
