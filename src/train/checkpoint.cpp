@@ -110,6 +110,11 @@ Checkpoint load_checkpoint(const std::string& path) {
   std::set<std::string> expected;
   for (const ParamInfo& p : ck.model->params()) {
     expected.insert(p.name);
+    const st::TensorInfo* t = file.find(p.name);
+    if (t && t->dtype != st::Dtype::F32 && t->dtype != st::Dtype::F16 &&
+        t->dtype != st::Dtype::BF16 && t->dtype != st::Dtype::F64)
+      fail("failed to load checkpoint '", path, "': tensor '", p.name, "' has dtype ",
+           st::dtype_name(t->dtype), ", expected a floating-point dtype (F32, F16, BF16 or F64)");
     const std::vector<float> v = file.read_f32(p.name, p.shape);
     std::copy(v.begin(), v.end(), ck.model->weights() + p.offset);
   }

@@ -1,0 +1,112 @@
+// Loading checkpoints: a file that is a valid safetensors file but not a valid gMLP checkpoint
+// (missing, extra, mis-shaped or integer tensors, bad metadata) gets one sentence naming the
+// file and the tensor; a timm state_dict without metadata loads with its config from shapes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "train/checkpoint.h"
+
+namespace gmlp {
+namespace {
+
+GmlpConfig tiny() {
+  GmlpConfig c;
+  c.img_size = 8, c.patch_size = 2, c.depth = 2, c.dim = 4, c.ffn = 6, c.num_classes = 3;
+  return c;
+}
+
+struct Tensors {  // a model's tensors as safetensors entries, editable before saving
+  Gmlp<float> model{tiny()};
+  std::vector<st::Entry> entries;
+  Tensors() {
+    for (const ParamInfo& p : model.params()) entries.push_back({p.name, p.shape, model.weights() + p.offset});
+  }
+  std::string save(const std::string& name, const std::map<std::string, std::string>& meta = {}) {
+    const std::string path = ::testing::TempDir() + name;
+    st::save(path, entries, meta);
+    return path;
+  }
+};
+
+void expect_load_error(const std::string& path, const std::string& phrase) {
+  try {
+    load_checkpoint(path);
+    ADD_FAILURE() << "loading " << path << " should fail with '" << phrase << "'";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find(phrase), std::string::npos) << msg;
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(Checkpoint, TimmStateDictWithoutMetadataLoads) {
+  Tensors t;
+  const std::string path = t.save("ck_plain.safetensors");
+  const Checkpoint ck = load_checkpoint(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(ck.config.to_json(), tiny().to_json());
+  EXPECT_EQ(ck.norm.mean, std::vector<float>{0.5f});
+}
+
+TEST(Checkpoint, MissingTensor) {
+  Tensors t;
+  t.entries.erase(t.entries.begin() + 5);
+  expect_load_error(t.save("ck_missing.safetensors"), "tensor 'blocks.0.mlp_channels.fc1.bias' not found");
+}
+
+TEST(Checkpoint, UnexpectedTensor) {
+  Tensors t;
+  t.entries.push_back({"pos_embed", {4}, t.model.weights()});
+  expect_load_error(t.save("ck_extra.safetensors"), "unexpected tensor 'pos_embed'");
+}
+
+TEST(Checkpoint, WrongShapeAgainstMetadataConfig) {
+  Tensors t;
+  t.entries[3].shape = {6, 2, 2};  // blocks.0.norm.bias is [4]
+  auto meta = std::map<std::string, std::string>{{"config", tiny().to_json().dump()}};
+  expect_load_error(t.save("ck_shape.safetensors", meta), "has shape [6, 2, 2], expected [4]");
+}
+
+TEST(Checkpoint, NonSquareTokenCount) {
+  Tensors t;
+  for (auto& e : t.entries)
+    if (e.name == "blocks.0.mlp_channels.gate.proj.weight") e.shape = {8, 2};
+  expect_load_error(t.save("ck_tokens.safetensors"), "gate.proj.weight' has shape [8, 2]");
+}
+
+TEST(Checkpoint, IntegerDtypeIsRejected) {
+  // Write by hand: one tensor as I32 (safetensors::save writes F32 only).
+  Tensors t;
+  const std::string path = t.save("ck_int.safetensors");
+  std::string bytes;
+  {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
+    std::fclose(f);
+  }
+  const size_t at = bytes.find("\"head.bias\":{\"dtype\":\"F32\"");
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at + 22, 3, "I32");
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  expect_load_error(path, "tensor 'head.bias' has dtype I32, expected a floating-point dtype");
+}
+
+TEST(Checkpoint, MalformedMetadata) {
+  Tensors t;
+  expect_load_error(t.save("ck_meta.safetensors", {{"config", "{not json"}}), "metadata 'config' is not valid JSON");
+  Tensors t2;
+  expect_load_error(t2.save("ck_std.safetensors", {{"std", "[0.0]"}}), "'std' must be positive");
+  Tensors t3;
+  expect_load_error(t3.save("ck_cfg.safetensors", {{"config", "{\"img_size\": 9}"}}), "patch_size must divide img_size");
+}
+
+}  // namespace
+}  // namespace gmlp
