@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "check.h"
+#include "core/matmul.h"
 #include "core/threads.h"
 #include "io/safetensors.h"
 #include "nn/gmlp.h"
@@ -217,6 +218,33 @@ TEST(Invariance, SaveLoadGivesIdenticalLogits) {
   ck.model->plan(B);
   const float* after = ck.model->forward(images.data(), B);
   for (int64_t i = 0; i < B * K; ++i) ASSERT_EQ(after[i], before[i]) << "logit " << i;
+}
+
+TEST(Bf16, ModelTracksF32) {
+  // bf16 rounds each operand's mantissa to 8 bits (relative error ≤ 2^-9), so logits and
+  // gradients move by about a percent; what must hold is that they still point the same way.
+  if (!cpu_has_bf16()) GTEST_SKIP() << "no native bf16 on this CPU";
+  Gmlp<float> m(small_config());
+  Rng rng(35);
+  randomize(m, rng);
+  const int64_t B = 8;
+  auto images = test::randn<float>(B * 28 * 28, rng);
+  std::vector<int32_t> labels(B);
+  for (auto& l : labels) l = int32_t(rng.below(10));
+  m.plan(B);
+  const FloatRun f32 = run_float(m, images, labels);
+  set_matmul_precision(Precision::bf16);
+  const FloatRun bf16 = run_float(m, images, labels);
+  set_matmul_precision(Precision::f32);
+  EXPECT_TRUE(close("logits", bf16.logits, f32.logits, 0.05));
+  double dot = 0, n1 = 0, n2 = 0;
+  for (size_t i = 0; i < f32.grads.size(); ++i) {
+    dot += double(f32.grads[i]) * bf16.grads[i];
+    n1 += double(f32.grads[i]) * f32.grads[i];
+    n2 += double(bf16.grads[i]) * bf16.grads[i];
+  }
+  EXPECT_GT(dot / std::sqrt(n1 * n2), 0.999) << "cosine similarity of the gradients";
+  EXPECT_FALSE(close("logits", bf16.logits, f32.logits, 1e-6)) << "bf16 must actually round";
 }
 
 TEST(Model, InitMatchesTimm) {

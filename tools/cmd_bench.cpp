@@ -9,6 +9,8 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/matmul.h"
+#include "core/profile.h"
 #include "core/threads.h"
 #include "ops/cross_entropy.h"
 #include "train/checkpoint.h"
@@ -51,9 +53,9 @@ Timing measure(F&& step, int images, int warmup, int reps) {
 
 void add_bench(CLI::App& app) {
   struct Args {
-    std::string preset, checkpoint;
+    std::string preset, checkpoint, precision = "f32";
     int batch_size = 64, threads = 0, warmup = 3, reps = 10;
-    bool json = false;
+    bool json = false, profile = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("bench", "Measure training and inference speed");
@@ -64,12 +66,16 @@ void add_bench(CLI::App& app) {
   sub->add_option("--warmup", args->warmup, "Untimed repetitions first")->capture_default_str();
   sub->add_option("--reps", args->reps, "Timed repetitions (each >= 0.3 s)")->capture_default_str();
   sub->add_flag("--json", args->json, "Print one JSON object");
+  sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+  sub->add_flag("--profile", args->profile, "Also print where a training step's time goes, per op");
   add_threads_option(*sub, args->threads);
   sub->callback([args] {
     if (args->preset.empty() == args->checkpoint.empty())
       throw CLI::ValidationError("bench", "give exactly one of --preset or --checkpoint");
     if (args->batch_size <= 0 || args->reps <= 0) fail("--batch-size and --reps must be positive");
     set_threads(args->threads);
+    const Precision precision = use_precision(args->precision);
     const double rss_start = peak_rss_mb();
     std::unique_ptr<Gmlp<float>> model;
     if (!args->checkpoint.empty()) {
@@ -91,10 +97,17 @@ void add_bench(CLI::App& app) {
     AdamW<float> adamw(model->params(), AdamWConfig{});
     auto train_step = [&] {
       const float* logits = model->forward(input.data(), B, &rng);
-      cross_entropy_forward(probs.data(), logits, labels.data(), B, K, 0.1f);
-      cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, 0.1f);
-      model->zero_grad();
+      {
+        const profile::Scope p("loss");
+        cross_entropy_forward(probs.data(), logits, labels.data(), B, K, 0.1f);
+        cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, 0.1f);
+      }
+      {
+        const profile::Scope p("zero_grad");
+        model->zero_grad();
+      }
       model->backward(dlogits.data());
+      const profile::Scope p("optimizer");
       clip_grad_norm(model->grads(), model->num_params(), 1.0);
       adamw.step(model->weights(), model->grads(), 1e-4);
     };
@@ -104,9 +117,25 @@ void add_bench(CLI::App& app) {
     const double flops = model->flops_per_image();
     const double train_gflops = train.median * 3 * flops / 1e9, infer_gflops = infer.median * flops / 1e9;
     const double peak = peak_rss_mb();
+    std::vector<profile::Entry> prof;
+    const int prof_steps = 20;
+    if (args->profile) {
+      profile::reset();
+      profile::enable(true);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < prof_steps; ++i) train_step();
+      const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      profile::enable(false);
+      prof = profile::entries();
+      double covered = 0;
+      for (const auto& e : prof) covered += e.seconds;
+      prof.push_back({"(untimed)", total - covered, prof_steps});
+      std::sort(prof.begin(), prof.end(), [](auto& a, auto& b) { return a.seconds > b.seconds; });
+    }
     if (args->json) {
       nlohmann::json j = {{"framework", "gmlp"},
                           {"threads", num_threads()},
+                          {"precision", precision_name(precision)},
                           {"batch_size", B},
                           {"config", cfg.to_json()},
                           {"params", model->num_params()},
@@ -121,15 +150,23 @@ void add_bench(CLI::App& app) {
                           {"infer1_latency_ms", 1e3 / infer1.median},
                           {"peak_rss_mb", peak},
                           {"rss_before_model_mb", rss_start}};
+      for (const auto& e : prof) j["profile_ms_per_step"][e.name] = 1e3 * e.seconds / prof_steps;
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    std::printf("gmlp bench  %ld params, %.1f MFLOP/image, batch %ld, %d threads\n",
-                long(model->num_params()), flops / 1e6, long(B), num_threads());
+    std::printf("gmlp bench  %ld params, %.1f MFLOP/image, batch %ld, %d threads, %s\n",
+                long(model->num_params()), flops / 1e6, long(B), num_threads(), precision_name(precision));
     std::printf("train step    %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", train.median, train.min, train.max, train_gflops);
     std::printf("inference     %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", infer.median, infer.min, infer.max, infer_gflops);
     std::printf("inference b=1 %9.1f images/s  (%.3f ms)\n", infer1.median, 1e3 / infer1.median);
     std::printf("peak RSS      %9.1f MB\n", peak);
+    if (!prof.empty()) {
+      double total = 0;
+      for (const auto& e : prof) total += e.seconds;
+      std::printf("\nper-op profile of a training step (%d steps):\n", prof_steps);
+      for (const auto& e : prof)
+        std::printf("  %-18s %8.3f ms  %5.1f%%\n", e.name.c_str(), 1e3 * e.seconds / prof_steps, 100 * e.seconds / total);
+    }
   });
 }
 

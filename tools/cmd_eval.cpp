@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/matmul.h"
 #include "core/threads.h"
 #include "data/idx.h"
 #include "io/npy.h"
@@ -13,7 +14,7 @@ namespace gmlp::cli {
 
 void add_eval(CLI::App& app) {
   struct Args {
-    std::string checkpoint, split = "test", logits, data_dir = data::kFashionMnistDir;
+    std::string checkpoint, split = "test", logits, data_dir = data::kFashionMnistDir, precision = "f32";
     int limit = 0, batch_size = 256, threads = 0;
     bool json = false;
   };
@@ -26,9 +27,12 @@ void add_eval(CLI::App& app) {
   sub->add_option("--batch-size", args->batch_size, "Images per forward pass")->capture_default_str();
   sub->add_option("--data-dir", args->data_dir, "Folder with the IDX files")->capture_default_str();
   sub->add_flag("--json", args->json, "Print one JSON object");
+  sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
   add_threads_option(*sub, args->threads);
   sub->callback([args] {
     set_threads(args->threads);
+    use_precision(args->precision);
     Checkpoint ck = load_checkpoint(args->checkpoint);
     const data::ImageSet set = data::load_fashion_mnist(args->data_dir, args->split);
     check_compatible(ck.config, set, args->data_dir);

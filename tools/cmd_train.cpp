@@ -38,6 +38,8 @@ void add_train(CLI::App& app) {
   sub->add_option("--seed", o.seed, "Seed of initialisation, order, augmentation")->capture_default_str();
   sub->add_option("--train-limit", o.train_limit, "Train on the first N images only (0: all)")->capture_default_str();
   sub->add_option("--data-dir", o.data_dir, "Folder with the Fashion-MNIST IDX files (default: /usr/share/datasets/fashion-mnist)");
+  sub->add_option("--precision", o.precision, "Matrix products: f32, or bf16 (fp32 accumulation and master weights)")
+      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
   sub->add_option("--out", o.out_dir, "Run folder: checkpoint.safetensors, train_state.safetensors, metrics.jsonl")->capture_default_str();
   sub->add_option("--resume", args->resume, "Continue the run in this folder from its last checkpoint (--epochs may extend it)");
   add_threads_option(*sub, args->threads);

@@ -1,25 +1,172 @@
 #include "core/matmul.h"
 
-#include <oneapi/dnnl/dnnl.h>
+#include <cpuid.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <vector>
 
 #include "core/error.h"
 
 namespace gmlp {
 
-template <>
-void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                   int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
-                                      lda, B, ldb, beta, C, ldc);
-  GMLP_CHECK(st == dnnl_success);
+namespace {
+
+Precision g_precision = Precision::f32;
+
+struct Key {  // operands are dense bf16 copies, so their strides follow from the shape
+  bool ta, tb, accumulate;
+  int64_t M, N, K, ldc;
+  auto tie() const { return std::tie(ta, tb, accumulate, M, N, K, ldc); }
+  bool operator<(const Key& o) const { return tie() < o.tie(); }
+};
+
+struct Cached {
+  dnnl::matmul prim;
+  dnnl::memory a, b, c;
+};
+
+struct Engine {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{eng};
+  std::map<Key, Cached> cache;
+  std::vector<uint16_t> scratch_a, scratch_b;  // bf16 copies of the operands; grow, never shrink
+};
+
+Engine& engine() {
+  static Engine e;
+  return e;
+}
+
+// A rows×cols matrix (row stride ld) as a oneDNN memory descriptor of the *logical* shape
+// (M×K for A, K×N for B): transposition is only a change of strides.
+dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, int64_t ld, bool trans,
+                               dnnl::memory::data_type dt) {
+  // Stored matrix: (trans ? cols×rows : rows×cols) with row stride ld.
+  const dnnl::memory::dims dims = {rows, cols};
+  const dnnl::memory::dims strides = trans ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1};
+  return dnnl::memory::desc(dims, dt, strides);
+}
+
+// Rounds a stored (r×c, stride ld) float matrix into a dense bf16 one (stride c).
+void to_bf16(uint16_t* dst, const float* src, int64_t r, int64_t c, int64_t ld) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < r; ++i) {
+    const float* s = src + i * ld;
+    uint16_t* d = dst + i * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) d[j] = float_to_bf16(s[j]);
+  }
+}
+
+}  // namespace
+
+uint16_t float_to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+float bf16_to_float(uint16_t x) {
+  const uint32_t u = uint32_t(x) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+void set_matmul_precision(Precision p) { g_precision = p; }
+const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "f32"; }
+
+Precision use_precision(const std::string& name) {
+  Precision p;
+  if (name == "f32" || name == "fp32")
+    p = Precision::f32;
+  else if (name == "bf16")
+    p = Precision::bf16;
+  else
+    fail("unknown precision '", name, "': expected f32 or bf16");
+  if (p == Precision::bf16 && !cpu_has_bf16()) {
+    std::fprintf(stderr, "gmlp: notice: this CPU has no native bf16 (AVX512-BF16 or AMX); using f32\n");
+    p = Precision::f32;
+  }
+  set_matmul_precision(p);
+  return p;
+}
+Precision matmul_precision() { return g_precision; }
+
+bool cpu_has_bf16() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+  const bool avx512_bf16 = a & (1u << 5);
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return avx512_bf16;
+  const bool amx_bf16 = d & (1u << 22);
+  return avx512_bf16 || amx_bf16;
 }
 
 template <>
-void matmul<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
-                    const double* A, int64_t lda, const double* B, int64_t ldb, double beta,
-                    double* C, int64_t ldc) {
+void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
+                   int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  GMLP_CHECK(beta == 0.f || beta == 1.f);
+  if (K == 0) {  // an empty sum: C = beta·C
+    if (beta == 0.f)
+      for (int64_t i = 0; i < M; ++i) std::memset(C + i * ldc, 0, N * sizeof(float));
+    return;
+  }
+  if (g_precision == Precision::f32) {
+    // oneDNN's sgemm: measured equal to or faster than a cached f32 matmul primitive on our shapes.
+    const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, 1.f, A,
+                                        lda, B, ldb, beta, C, ldc);
+    GMLP_CHECK(st == dnnl_success);
+    return;
+  }
+  // bf16: round both operands into dense scratch copies, then a cached oneDNN matmul primitive
+  // (bf16 × bf16 → f32, beta = 1 as a sum post-op).
+  Engine& e = engine();
+  const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+  const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+  const Key key{trans_a, trans_b, beta != 0.f, M, N, K, ldc};
+  auto it = e.cache.find(key);
+  if (it == e.cache.end()) {
+    using dt = dnnl::memory::data_type;
+    const auto a = matrix_desc(M, K, a_cols, trans_a, dt::bf16);
+    const auto b = matrix_desc(K, N, b_cols, trans_b, dt::bf16);
+    const auto c = dnnl::memory::desc({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
+    dnnl::primitive_attr attr;
+    if (beta != 0.f) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.f);
+      attr.set_post_ops(ops);
+    }
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, e.eng);
+    Cached entry{dnnl::matmul(pd), dnnl::memory(a, e.eng, DNNL_MEMORY_NONE),
+                 dnnl::memory(b, e.eng, DNNL_MEMORY_NONE), dnnl::memory(c, e.eng, DNNL_MEMORY_NONE)};
+    it = e.cache.emplace(key, std::move(entry)).first;
+  }
+  Cached& m = it->second;
+  if (e.scratch_a.size() < size_t(a_rows * a_cols)) e.scratch_a.resize(a_rows * a_cols);
+  if (e.scratch_b.size() < size_t(b_rows * b_cols)) e.scratch_b.resize(b_rows * b_cols);
+  to_bf16(e.scratch_a.data(), A, a_rows, a_cols, lda);
+  to_bf16(e.scratch_b.data(), B, b_rows, b_cols, ldb);
+  m.a.set_data_handle(e.scratch_a.data());
+  m.b.set_data_handle(e.scratch_b.data());
+  m.c.set_data_handle(C);
+  // The C API takes the arguments as an array: no map is built per call.
+  const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, m.a.get()}, {DNNL_ARG_WEIGHTS, m.b.get()},
+                                   {DNNL_ARG_DST, m.c.get()}};
+  GMLP_CHECK(dnnl_primitive_execute(m.prim.get(), e.stream.get(), 3, args) == dnnl_success);
+  GMLP_CHECK(dnnl_stream_wait(e.stream.get()) == dnnl_success);
+}
+
+template <>
+void matmul<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const double* A,
+                    int64_t lda, const double* B, int64_t ldb, double beta, double* C,
+                    int64_t ldc) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
@@ -29,7 +176,7 @@ void matmul<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
         const double b = trans_b ? B[j * ldb + k] : B[k * ldb + j];
         acc += a * b;
       }
-      C[i * ldc + j] = alpha * acc + (beta == 0 ? 0.0 : beta * C[i * ldc + j]);
+      C[i * ldc + j] = acc + (beta == 0 ? 0.0 : beta * C[i * ldc + j]);
     }
 }
 

@@ -1,15 +1,35 @@
 // The one seam for matrix products. Row-major, BLAS-style:
-//   C (M×N, ldc) = alpha · op(A) · op(B) + beta · C,   op(A): M×K, op(B): K×N
-// beta = 1 accumulates (backward passes add into gradients). float goes to oneDNN's sgemm;
-// double (used only by the finite-difference tests) goes to a plain loop.
+//   C (M×N, ldc) = op(A) · op(B) + beta · C,   op(A): M×K, op(B): K×N,  beta ∈ {0, 1}
+// beta = 1 accumulates (backward passes add into gradients). float in f32 precision goes to
+// oneDNN's sgemm; in bf16 precision the operands are rounded to bfloat16 (to nearest even) and
+// multiplied by a oneDNN matmul primitive (created once per shape, reused) that accumulates in
+// fp32 into the fp32 C: what AVX512-BF16 and AMX execute natively. double (finite-difference
+// tests only) is a plain loop.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace gmlp {
 
+enum class Precision { f32, bf16 };
+
+// Precision of the float matrix products that follow (process-wide; default f32).
+void set_matmul_precision(Precision p);
+Precision matmul_precision();
+// Whether this CPU runs bf16 matrix products natively (AVX512-BF16 or AMX).
+bool cpu_has_bf16();
+// Parses "f32" or "bf16" (throws gmlp::Error otherwise) and makes it the matmul precision; bf16
+// on a CPU without native support falls back to f32 with a notice on stderr. Returns what is used.
+Precision use_precision(const std::string& name);
+const char* precision_name(Precision p);
+
 template <class T>
-void matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-            int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
+void matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+            const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
+
+// f32 → bf16 with round-to-nearest-even (NaN kept quiet); exposed for tests.
+uint16_t float_to_bf16(float x);
+float bf16_to_float(uint16_t x);
 
 }  // namespace gmlp

@@ -56,12 +56,18 @@ const std::vector<Preset>& presets() {
     c.depth = depth, c.dim = dim, c.ffn = ffn;
     return c;
   };
+  auto cifar = [](int depth, int dim, int ffn) {
+    GmlpConfig c;  // 32×32 RGB, 4×4 patches → 8×8 = 64 tokens
+    c.img_size = 32, c.in_chans = 3, c.depth = depth, c.dim = dim, c.ffn = ffn;
+    return c;
+  };
   static const std::vector<Preset> all = {
       {"gmlp-ti16", "gMLP-Ti/16 (paper Table 1): 224 px, 30 blocks, d=128, e=768", vision(30, 128, 768, 0.f), {300, 1024, 1e-3f, 0.05f}},
       {"gmlp-s16", "gMLP-S/16 (paper Table 1): 224 px, 30 blocks, d=256, e=1536", vision(30, 256, 1536, 0.05f), {300, 1024, 1e-3f, 0.05f}},
       {"gmlp-b16", "gMLP-B/16 (paper Table 1): 224 px, 30 blocks, d=512, e=3072", vision(30, 512, 3072, 0.2f), {300, 1024, 1e-3f, 0.05f}},
-      {"fmnist-ti", "28×28 gray, patch 4, 4 blocks, d=64, e=256 (~0.2M params)", fmnist(4, 64, 256), {10, 128, 2e-3f, 0.05f}},
-      {"fmnist-s", "28×28 gray, patch 4, 6 blocks, d=128, e=512 (~1M params)", fmnist(6, 128, 512), {10, 128, 2e-3f, 0.05f}},
+      {"fmnist-ti", "28×28 gray, patch 4, 4 blocks, d=64, e=256 (0.1M params)", fmnist(4, 64, 256), {10, 128, 2e-3f, 0.05f}},
+      {"fmnist-s", "28×28 gray, patch 4, 6 blocks, d=128, e=512 (0.6M params)", fmnist(6, 128, 512), {10, 128, 2e-3f, 0.05f}},
+      {"cifar-s", "32×32 RGB, patch 4, 6 blocks, d=128, e=512 (0.6M params; CIFAR-sized)", cifar(6, 128, 512), {100, 128, 1e-3f, 0.05f}},
   };
   return all;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/profile.h"
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
@@ -11,6 +12,9 @@
 #include "ops/pool.h"
 #include "ops/residual.h"
 #include "ops/sgu.h"
+
+// One profile bucket per op: { GMLP_PROFILE("fwd.fc1"); ... }
+#define GMLP_PROFILE(name) const ::gmlp::profile::Scope gmlp_profile_scope(name)
 
 namespace gmlp {
 
@@ -163,28 +167,52 @@ const T* Gmlp<T>::forward(const T* images, int64_t B, Rng* drop_rng) {
                 K = cfg_.num_classes, L = cfg_.depth;
   const T* w = w_.data();
   const PatchShape ps{B, cfg_.in_chans, cfg_.img_size, cfg_.patch_size};
-  patchify(patches_, images, ps);
-  linear_forward(x_[0], patches_, w + stem_w_, w + stem_b_, M, ps.patch_dim(), D);
+  {
+    GMLP_PROFILE("fwd.patch_embed");
+    patchify(patches_, images, ps);
+    linear_forward(x_[0], patches_, w + stem_w_, w + stem_b_, M, ps.patch_dim(), D);
+  }
   for (int64_t l = 0; l < L; ++l) {
     const BlockParams& o = blocks_[l];
     BlockActs& a = acts_by_block_[l];
-    layernorm_forward(a.xn, D, a.mean1, a.rstd1, x_[l], D, w + o.norm_w, w + o.norm_b, M, D,
-                      T(cfg_.ln_eps));
-    linear_forward(a.z, a.xn, w + o.fc1_w, w + o.fc1_b, M, D, F);
-    gelu_forward(a.a, a.z, M * F);
-    sgu_forward(a.s, a.vn, a.mean2, a.rstd2, a.g, a.a, w + o.gnorm_w, w + o.gnorm_b,
-                w + o.proj_w, w + o.proj_b, SguShape{N, B, F}, T(cfg_.gate_eps));
-    linear_forward(y_, a.s, w + o.fc2_w, w + o.fc2_b, M, H, D);
+    {
+      GMLP_PROFILE("fwd.layernorm");
+      layernorm_forward(a.xn, D, a.mean1, a.rstd1, x_[l], D, w + o.norm_w, w + o.norm_b, M, D,
+                        T(cfg_.ln_eps));
+    }
+    {
+      GMLP_PROFILE("fwd.fc1");
+      linear_forward(a.z, a.xn, w + o.fc1_w, w + o.fc1_b, M, D, F);
+    }
+    {
+      GMLP_PROFILE("fwd.gelu");
+      gelu_forward(a.a, a.z, M * F);
+    }
+    {
+      GMLP_PROFILE("fwd.sgu");
+      sgu_forward(a.s, a.vn, a.mean2, a.rstd2, a.g, a.a, w + o.gnorm_w, w + o.gnorm_b,
+                  w + o.proj_w, w + o.proj_b, SguShape{N, B, F}, T(cfg_.gate_eps));
+    }
+    {
+      GMLP_PROFILE("fwd.fc2");
+      linear_forward(y_, a.s, w + o.fc2_w, w + o.fc2_b, M, H, D);
+    }
     // timm: drop-path rates rise linearly from 0 at the first block to drop_path at the last.
     const double rate = L > 1 ? double(cfg_.drop_path) * double(l) / double(L - 1) : cfg_.drop_path;
     a.dropped = drop_rng && rate > 0;
     if (a.dropped) drop_path_sample(a.keep, B, rate, *drop_rng);
-    residual_forward(x_[l + 1], x_[l], y_, a.dropped ? a.keep : nullptr, N, B, D);
+    {
+      GMLP_PROFILE("fwd.residual");
+      residual_forward(x_[l + 1], x_[l], y_, a.dropped ? a.keep : nullptr, N, B, D);
+    }
   }
-  layernorm_forward(xf_, D, meanf_, rstdf_, x_[L], D, w + norm_w_, w + norm_b_, M, D,
-                    T(cfg_.ln_eps));
-  mean_pool_forward(pooled_, xf_, N, B, D);
-  linear_forward(logits_, pooled_, w + head_w_, w + head_b_, B, D, K);
+  {
+    GMLP_PROFILE("fwd.head");
+    layernorm_forward(xf_, D, meanf_, rstdf_, x_[L], D, w + norm_w_, w + norm_b_, M, D,
+                      T(cfg_.ln_eps));
+    mean_pool_forward(pooled_, xf_, N, B, D);
+    linear_forward(logits_, pooled_, w + head_w_, w + head_b_, B, D, K);
+  }
   return logits_;
 }
 
@@ -197,33 +225,57 @@ void Gmlp<T>::backward(const T* dlogits) {
   T* g = g_.data();
   auto zero = [](T* p, int64_t n) { std::fill(p, p + n, T(0)); };
 
-  zero(dpooled_, B * D);
-  linear_backward(dpooled_, g + head_w_, g + head_b_, dlogits, pooled_, w + head_w_, B, D, K);
-  zero(dxf_, M * D);
-  mean_pool_backward(dxf_, dpooled_, N, B, D);
-  zero(dX_, M * D);
-  layernorm_backward(dX_, D, g + norm_w_, g + norm_b_, dxf_, D, x_[L], D, meanf_, rstdf_,
-                     w + norm_w_, M, D);
+  {
+    GMLP_PROFILE("bwd.head");
+    zero(dpooled_, B * D);
+    linear_backward(dpooled_, g + head_w_, g + head_b_, dlogits, pooled_, w + head_w_, B, D, K);
+    zero(dxf_, M * D);
+    mean_pool_backward(dxf_, dpooled_, N, B, D);
+    zero(dX_, M * D);
+    layernorm_backward(dX_, D, g + norm_w_, g + norm_b_, dxf_, D, x_[L], D, meanf_, rstdf_,
+                       w + norm_w_, M, D);
+  }
   for (int64_t l = L - 1; l >= 0; --l) {
     const BlockParams& o = blocks_[l];
     const BlockActs& a = acts_by_block_[l];
     // dX holds ∂L/∂x_{l+1}; the identity path carries it unchanged to x_l, the branch adds to it.
-    residual_backward(dY_, dX_, a.dropped ? a.keep : nullptr, N, B, D);
-    zero(ds_, M * H);
-    linear_backward(ds_, g + o.fc2_w, g + o.fc2_b, dY_, a.s, w + o.fc2_w, M, H, D);
-    zero(da_, M * F);
-    sgu_backward(da_, g + o.gnorm_w, g + o.gnorm_b, g + o.proj_w, g + o.proj_b, ds_, a.a, a.vn,
-                 a.mean2, a.rstd2, a.g, w + o.gnorm_w, w + o.proj_w, SguShape{N, B, F},
-                 sgu_scratch_);
-    zero(dz_, M * F);
-    gelu_backward(dz_, da_, a.z, M * F);
-    zero(dxn_, M * D);
-    linear_backward(dxn_, g + o.fc1_w, g + o.fc1_b, dz_, a.xn, w + o.fc1_w, M, D, F);
-    layernorm_backward(dX_, D, g + o.norm_w, g + o.norm_b, dxn_, D, x_[l], D, a.mean1, a.rstd1,
-                       w + o.norm_w, M, D);
+    {
+      GMLP_PROFILE("bwd.residual");
+      residual_backward(dY_, dX_, a.dropped ? a.keep : nullptr, N, B, D);
+    }
+    {
+      GMLP_PROFILE("bwd.fc2");
+      zero(ds_, M * H);
+      linear_backward(ds_, g + o.fc2_w, g + o.fc2_b, dY_, a.s, w + o.fc2_w, M, H, D);
+    }
+    {
+      GMLP_PROFILE("bwd.sgu");
+      zero(da_, M * F);
+      sgu_backward(da_, g + o.gnorm_w, g + o.gnorm_b, g + o.proj_w, g + o.proj_b, ds_, a.a, a.vn,
+                   a.mean2, a.rstd2, a.g, w + o.gnorm_w, w + o.proj_w, SguShape{N, B, F},
+                   sgu_scratch_);
+    }
+    {
+      GMLP_PROFILE("bwd.gelu");
+      zero(dz_, M * F);
+      gelu_backward(dz_, da_, a.z, M * F);
+    }
+    {
+      GMLP_PROFILE("bwd.fc1");
+      zero(dxn_, M * D);
+      linear_backward(dxn_, g + o.fc1_w, g + o.fc1_b, dz_, a.xn, w + o.fc1_w, M, D, F);
+    }
+    {
+      GMLP_PROFILE("bwd.layernorm");
+      layernorm_backward(dX_, D, g + o.norm_w, g + o.norm_b, dxn_, D, x_[l], D, a.mean1, a.rstd1,
+                         w + o.norm_w, M, D);
+    }
   }
-  linear_backward<T>(nullptr, g + stem_w_, g + stem_b_, dX_, patches_, w + stem_w_, M,
-                     cfg_.patch_dim(), D);
+  {
+    GMLP_PROFILE("bwd.patch_embed");
+    linear_backward<T>(nullptr, g + stem_w_, g + stem_b_, dX_, patches_, w + stem_w_, M,
+                       cfg_.patch_dim(), D);
+  }
 }
 
 template <class T>

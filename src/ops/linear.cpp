@@ -14,7 +14,7 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t
     for (int64_t i = 0; i < M; ++i) std::copy(b, b + out, y + i * out);
     beta = 1;
   }
-  matmul<T>(false, true, M, out, in, T(1), x, in, W, in, beta, y, out);
+  matmul<T>(false, true, M, out, in, x, in, W, in, beta, y, out);
 }
 
 template <class T>
@@ -37,8 +37,8 @@ template <class T>
 void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M,
                      int64_t in, int64_t out) {
   // fwd: y = x·Wᵀ + b  =>  dx += dy·W;  dW += dyᵀ·x;  db += Σ_rows dy
-  if (dx) matmul<T>(false, false, M, in, out, T(1), dy, out, W, in, T(1), dx, in);
-  matmul<T>(true, false, out, in, M, T(1), dy, out, x, in, T(1), dW, in);
+  if (dx) matmul<T>(false, false, M, in, out, dy, out, W, in, T(1), dx, in);
+  matmul<T>(true, false, out, in, M, dy, out, x, in, T(1), dW, in);
   if (db) column_sum_add(db, dy, out, M, out);
 }
 

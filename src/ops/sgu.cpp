@@ -13,7 +13,7 @@ void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gam
                  const T* W, const T* b, SguShape s, T eps) {
   const int64_t H = s.H(), F = s.F, M = s.rows(), BH = s.B * H;
   layernorm_forward(vn, H, mean, rstd, z + H, F, gamma, beta, M, H, eps);
-  matmul<T>(false, false, s.N, BH, s.N, T(1), W, s.N, vn, BH, T(0), g, BH);  // g = W·v̂
+  matmul<T>(false, false, s.N, BH, s.N, W, s.N, vn, BH, T(0), g, BH);  // g = W·v̂
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < M; ++r) {
     const T bias = b[r / s.B];
@@ -52,8 +52,8 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
     for (int64_t j = 0; j < BH; ++j) acc += dg[n * BH + j];
     db[n] += acc;
   }
-  matmul<T>(false, true, s.N, s.N, BH, T(1), dg, BH, vn, BH, T(1), dW, s.N);
-  matmul<T>(true, false, s.N, BH, s.N, T(1), W, s.N, dg, BH, T(0), dvn, BH);
+  matmul<T>(false, true, s.N, s.N, BH, dg, BH, vn, BH, T(1), dW, s.N);
+  matmul<T>(true, false, s.N, BH, s.N, W, s.N, dg, BH, T(0), dvn, BH);
   // fwd: v̂ = LayerNorm(v)
   layernorm_backward(dz + H, F, dgamma, dbeta, dvn, H, z + H, F, mean, rstd, gamma, M, H);
 }

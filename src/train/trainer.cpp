@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/matmul.h"
 #include "data/idx.h"
 #include "data/transform.h"
 #include "io/atomic_file.h"
@@ -29,7 +30,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"weight_decay", weight_decay}, {"clip_norm", clip_norm},
           {"label_smoothing", label_smoothing}, {"crop_padding", crop_padding},
           {"hflip", hflip},               {"seed", seed},
-          {"train_limit", train_limit}};
+          {"train_limit", train_limit},   {"precision", precision}};
 }
 
 TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
@@ -50,6 +51,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   get("hflip", o.hflip);
   get("seed", o.seed);
   get("train_limit", o.train_limit);
+  get("precision", o.precision);
   return o;
 }
 
@@ -151,6 +153,7 @@ TrainResult train(const GmlpConfig& config_in, const TrainOptions& options_in, b
     norm = data::Normalization::gmlp_default(config_in.in_chans);
   }
   const GmlpConfig& cfg = model->config();
+  const Precision precision = use_precision(opt.precision);
 
   const std::string data_dir = opt.data_dir.empty() ? data::kFashionMnistDir : opt.data_dir;
   data::ImageSet train_set = data::load_fashion_mnist(data_dir, "train");
@@ -181,9 +184,10 @@ TrainResult train(const GmlpConfig& config_in, const TrainOptions& options_in, b
   const data::Augment aug{opt.crop_padding, opt.hflip};
   const double flops_per_step = 3.0 * model->flops_per_image() * B;  // forward + 2× backward
 
-  std::fprintf(stderr, "gmlp: %s %d params, %.1f MFLOP/image, %d train / %d test images, batch %d, %ld steps/epoch\n",
+  std::fprintf(stderr, "gmlp: %s %d params, %.1f MFLOP/image, %d train / %d test images, batch %d, %ld steps/epoch, %s\n",
                resume ? "resuming" : "training", int(model->num_params()),
-               model->flops_per_image() / 1e6, n_train, test_set.count, B, long(steps_per_epoch));
+               model->flops_per_image() / 1e6, n_train, test_set.count, B, long(steps_per_epoch),
+               precision_name(precision));
   Progress progress(total_steps, std::max<int64_t>(1, steps_per_epoch / 10));
   progress.set_offset(step);
   TrainResult result;

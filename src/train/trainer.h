@@ -32,7 +32,7 @@ struct TrainOptions {
   bool hflip = true;
   uint64_t seed = 0;
   int train_limit = 0;           // use only the first N training images (0: all)
-  int eval_batch = 500;
+  std::string precision = "f32"; // matrix products: f32, or bf16 with fp32 accumulation and master weights
 
   nlohmann::json to_json() const;
   static TrainOptions from_json(const nlohmann::json& j);

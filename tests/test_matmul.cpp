@@ -1,0 +1,72 @@
+// The matmul seam: every transposition and the accumulate flag against a plain double product,
+// in f32 and in bf16. bf16 is checked exactly where it can be: the product of the bf16-rounded
+// operands, computed in double, must match to fp32 summation accuracy.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "check.h"
+#include "core/matmul.h"
+#include "tolerances.h"
+
+namespace gmlp {
+namespace {
+
+using test::close;
+
+struct Case {
+  bool ta, tb, accumulate;
+};
+
+class Matmul : public ::testing::TestWithParam<std::tuple<Case, Precision>> {};
+
+TEST_P(Matmul, MatchesDoubleProductOfTheRoundedOperands) {
+  const auto [c, precision] = GetParam();
+  if (precision == Precision::bf16 && !cpu_has_bf16()) GTEST_SKIP() << "no native bf16 on this CPU";
+  // Ragged sizes and padded leading dimensions, so strides are exercised.
+  const int64_t M = 37, N = 53, K = 71;
+  const int64_t lda = (c.ta ? M : K) + 3, ldb = (c.tb ? K : N) + 5, ldc = N + 7;
+  Rng rng(41);
+  auto A = test::randn<float>((c.ta ? K : M) * lda, rng), B = test::randn<float>((c.tb ? N : K) * ldb, rng);
+  auto C = test::randn<float>(M * ldc, rng);
+  auto round = [&](float x) { return precision == Precision::bf16 ? bf16_to_float(float_to_bf16(x)) : x; };
+  std::vector<double> expect(M * ldc);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      double acc = c.accumulate ? C[i * ldc + j] : 0.0;
+      if (j < N)
+        for (int64_t k = 0; k < K; ++k)
+          acc += double(round(c.ta ? A[k * lda + i] : A[i * lda + k])) *
+                 double(round(c.tb ? B[j * ldb + k] : B[k * ldb + j]));
+      else
+        acc = C[i * ldc + j];  // padding is never written
+      expect[i * ldc + j] = acc;
+    }
+  set_matmul_precision(precision);
+  matmul<float>(c.ta, c.tb, M, N, K, A.data(), lda, B.data(), ldb, c.accumulate ? 1.f : 0.f, C.data(), ldc);
+  set_matmul_precision(Precision::f32);
+  // Sums of 71 products of O(1) values: fp32 accumulation error is well below 1e-5 relative to
+  // the magnitude floor of 8 (≈ √K).
+  EXPECT_TRUE(close("C", C.data(), expect.data(), M * ldc, tol::kFastVsRef, 8.0));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllLayouts, Matmul,
+    ::testing::Combine(::testing::Values(Case{false, false, false}, Case{false, true, false},
+                                         Case{true, false, true}, Case{true, true, true},
+                                         Case{false, false, true}),
+                       ::testing::Values(Precision::f32, Precision::bf16)));
+
+TEST(Bf16, RoundsToNearestEven) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  // 1 + 2^-8 is exactly halfway between bf16 neighbours 1 and 1 + 2^-7: ties go to even (1).
+  EXPECT_EQ(float_to_bf16(1.0f + 0x1p-8f), 0x3f80);
+  // 1 + 3·2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6 (even): rounds up to even.
+  EXPECT_EQ(float_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
+  EXPECT_EQ(float_to_bf16(-2.0f), 0xc000);
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+  EXPECT_TRUE(std::isinf(bf16_to_float(float_to_bf16(INFINITY))));
+}
+
+}  // namespace
+}  // namespace gmlp
