@@ -116,8 +116,9 @@ TEST(Sgu, GradientsMatchFiniteDifferences) {
     return dot(r, out);
   };
   loss();
-  Vec dz0 = randn<double>(M * s.F, rng), dgm0(H, 0.1), dbt0(H, -0.2), dW0(N * N, 0.3), db0(N, 0.4);
-  Vec dz = dz0, dgm = dgm0, dbt = dbt0, dW = dW0, db = db0, scratch(2 * M * H);
+  // dz is overwritten (NaN in it must not leak); the parameter gradients accumulate.
+  Vec dz0(M * s.F, 0.0), dgm0(H, 0.1), dbt0(H, -0.2), dW0(N * N, 0.3), db0(N, 0.4);
+  Vec dz(M * s.F, std::nan("")), dgm = dgm0, dbt = dbt0, dW = dW0, db = db0, scratch(2 * M * H);
   sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), r.data(), z.data(),
                vn.data(), mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s,
                scratch.data());
@@ -126,6 +127,27 @@ TEST(Sgu, GradientsMatchFiniteDifferences) {
   expect_fd("dbeta", beta, dbt, dbt0, loss);
   expect_fd("dW", W, dW, dW0, loss);
   expect_fd("db", b, db, db0, loss);
+}
+
+TEST(Gelu, InPlaceBackwardMatchesAccumulating) {
+  const int64_t n = 37;
+  Rng rng(31);
+  Vec x = randn<double>(n, rng, 2.0), dy = randn<double>(n, rng), dx(n, 0.0);
+  gelu_backward(dx.data(), dy.data(), x.data(), n);
+  gelu_backward_inplace(dy.data(), x.data(), n);
+  EXPECT_TRUE(close("d", dy, dx, 1e-15));
+}
+
+TEST(LayerNorm, OverwriteIgnoresWhatWasThere) {
+  const int64_t M = 3, C = 5;
+  Rng rng(32);
+  Vec x = randn<double>(M * C, rng), gamma = randn<double>(C, rng), beta = randn<double>(C, rng);
+  Vec dy = randn<double>(M * C, rng), y(M * C), mean(M), rstd(M), dg(C), db(C);
+  layernorm_forward(y.data(), C, mean.data(), rstd.data(), x.data(), C, gamma.data(), beta.data(), M, C, 1e-5);
+  Vec acc(M * C, 0.0), over(M * C, std::nan(""));
+  layernorm_backward(acc.data(), C, dg.data(), db.data(), dy.data(), C, x.data(), C, mean.data(), rstd.data(), gamma.data(), M, C);
+  layernorm_backward(over.data(), C, dg.data(), db.data(), dy.data(), C, x.data(), C, mean.data(), rstd.data(), gamma.data(), M, C, true);
+  EXPECT_TRUE(close("dx", over, acc, 1e-15));
 }
 
 TEST(MeanPool, GradientMatchesFiniteDifferences) {
@@ -269,7 +291,7 @@ TEST(FastVsRef, Sgu) {
   sgu_forward(out1.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f);
   sgu_forward_ref(out2.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f);
   EXPECT_TRUE(close("out", out1, out2, tol::kFastVsRef));
-  std::vector<float> dz1(M * s.F, 0.f), dgm1(H, 0.f), dbt1(H, 0.f), dW1(N * N, 0.f), db1(N, 0.f), scratch(2 * M * H);
+  std::vector<float> dz1(M * s.F, std::nanf("")), dgm1(H, 0.f), dbt1(H, 0.f), dW1(N * N, 0.f), db1(N, 0.f), scratch(2 * M * H);
   auto dz2 = dz1, dgm2 = dgm1, dbt2 = dbt1, dW2 = dW1, db2 = db1;
   sgu_backward(dz1.data(), dgm1.data(), dbt1.data(), dW1.data(), db1.data(), dout.data(), z.data(), vn.data(), mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, scratch.data());
   sgu_backward_ref(dz2.data(), dgm2.data(), dbt2.data(), dW2.data(), db2.data(), dout.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f);

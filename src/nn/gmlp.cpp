@@ -143,7 +143,6 @@ void Gmlp<T>::plan(int64_t max_batch) {
   views.push_back({&dX_, M * D});
   views.push_back({&dY_, M * D});
   views.push_back({&ds_, M * H});
-  views.push_back({&da_, M * F});
   views.push_back({&dz_, M * F});
   views.push_back({&dxn_, M * D});
   views.push_back({&sgu_scratch_, 2 * M * H});
@@ -243,27 +242,24 @@ void Gmlp<T>::backward(const T* dlogits) {
       GMLP_PROFILE("bwd.residual");
       residual_backward(dY_, dX_, a.dropped ? a.keep : nullptr, N, B, D);
     }
+    // Fresh activation gradients are overwritten, not zeroed then accumulated.
     {
       GMLP_PROFILE("bwd.fc2");
-      zero(ds_, M * H);
-      linear_backward(ds_, g + o.fc2_w, g + o.fc2_b, dY_, a.s, w + o.fc2_w, M, H, D);
+      linear_backward(ds_, g + o.fc2_w, g + o.fc2_b, dY_, a.s, w + o.fc2_w, M, H, D, true);
     }
     {
       GMLP_PROFILE("bwd.sgu");
-      zero(da_, M * F);
-      sgu_backward(da_, g + o.gnorm_w, g + o.gnorm_b, g + o.proj_w, g + o.proj_b, ds_, a.a, a.vn,
+      sgu_backward(dz_, g + o.gnorm_w, g + o.gnorm_b, g + o.proj_w, g + o.proj_b, ds_, a.a, a.vn,
                    a.mean2, a.rstd2, a.g, w + o.gnorm_w, w + o.proj_w, SguShape{N, B, F},
                    sgu_scratch_);
     }
     {
       GMLP_PROFILE("bwd.gelu");
-      zero(dz_, M * F);
-      gelu_backward(dz_, da_, a.z, M * F);
+      gelu_backward_inplace(dz_, a.z, M * F);  // ∂L/∂a → ∂L/∂z
     }
     {
       GMLP_PROFILE("bwd.fc1");
-      zero(dxn_, M * D);
-      linear_backward(dxn_, g + o.fc1_w, g + o.fc1_b, dz_, a.xn, w + o.fc1_w, M, D, F);
+      linear_backward(dxn_, g + o.fc1_w, g + o.fc1_b, dz_, a.xn, w + o.fc1_w, M, D, F, true);
     }
     {
       GMLP_PROFILE("bwd.layernorm");

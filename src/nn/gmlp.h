@@ -85,7 +85,7 @@ class Gmlp {
   std::vector<BlockActs> acts_by_block_;
   // backward scratch
   T *dpooled_ = nullptr, *dxf_ = nullptr, *dX_ = nullptr, *dY_ = nullptr, *ds_ = nullptr,
-    *da_ = nullptr, *dz_ = nullptr, *dxn_ = nullptr, *sgu_scratch_ = nullptr;
+    *dz_ = nullptr, *dxn_ = nullptr, *sgu_scratch_ = nullptr;
 };
 
 }  // namespace gmlp

@@ -77,6 +77,16 @@ void gelu_backward_span(T* __restrict dx, const T* __restrict dy, const T* __res
   }
 }
 
+template <class T>
+void gelu_backward_inplace_span(T* __restrict d, const T* __restrict x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T cdf = T(0.5) * (T(1) + erf_of(x[i] * T(kInvSqrt2)));
+    const T pdf = T(kInvSqrt2Pi) * gauss_of(x[i]);
+    d[i] *= cdf + x[i] * pdf;
+  }
+}
+
 // Calls f(begin, end) on each thread's contiguous share of [0, n), split at multiples of 16.
 template <class F>
 void parallel_spans(int64_t n, F&& f) {
@@ -100,6 +110,11 @@ void gelu_backward(T* dx, const T* dy, const T* x, int64_t n) {
 }
 
 template <class T>
+void gelu_backward_inplace(T* d, const T* x, int64_t n) {
+  parallel_spans(n, [&](int64_t b, int64_t e) { gelu_backward_inplace_span(d + b, x + b, e - b); });
+}
+
+template <class T>
 void gelu_forward_ref(T* y, const T* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = T(0.5 * x[i] * (1.0 + std::erf(x[i] * kInvSqrt2)));
 }
@@ -116,6 +131,7 @@ void gelu_backward_ref(T* dx, const T* dy, const T* x, int64_t n) {
 #define GMLP_INSTANTIATE(T)                                                \
   template void gelu_forward<T>(T*, const T*, int64_t);                    \
   template void gelu_backward<T>(T*, const T*, const T*, int64_t);         \
+  template void gelu_backward_inplace<T>(T*, const T*, int64_t);           \
   template void gelu_forward_ref<T>(T*, const T*, int64_t);                \
   template void gelu_backward_ref<T>(T*, const T*, const T*, int64_t);
 GMLP_INSTANTIATE(float)

@@ -12,6 +12,10 @@ void gelu_forward(T* y, const T* x, int64_t n);
 template <class T>
 void gelu_backward(T* dx, const T* dy, const T* x, int64_t n);
 
+// d = d · (Φ(x) + x·φ(x)) in place: turns ∂L/∂y into ∂L/∂x without a second buffer.
+template <class T>
+void gelu_backward_inplace(T* d, const T* x, int64_t n);
+
 template <class T>
 void gelu_forward_ref(T* y, const T* x, int64_t n);
 template <class T>

@@ -30,7 +30,7 @@ void layernorm_forward(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t 
 template <class T>
 void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy,
                         const T* x, int64_t ldx, const T* mean, const T* rstd, const T* gamma,
-                        int64_t M, int64_t C) {
+                        int64_t M, int64_t C, bool overwrite_dx) {
   // fwd: x̂ = (x - μ)·r;  y = x̂·γ + β
   //  =>  dx = r · (dŷ - mean(dŷ) - x̂ · mean(dŷ·x̂)),  dŷ = dy·γ
 #pragma omp parallel for schedule(static)
@@ -48,10 +48,12 @@ void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, i
     }
     s1 /= T(C);
     s2 /= T(C);
+    if (overwrite_dx) {  // a fresh buffer may hold anything, NaN included: never read it
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) {
-      const T xh = (xi[c] - mu) * r;
-      dxi[c] += r * (dyi[c] * gamma[c] - s1 - xh * s2);
+      for (int64_t c = 0; c < C; ++c) dxi[c] = r * (dyi[c] * gamma[c] - s1 - (xi[c] - mu) * r * s2);
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) dxi[c] += r * (dyi[c] * gamma[c] - s1 - (xi[c] - mu) * r * s2);
     }
   }
   // dγ, dβ: column sums, blocked by cache line so each thread owns its outputs.
@@ -118,7 +120,8 @@ void layernorm_backward_ref(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* d
   template void layernorm_forward<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*,          \
                                      const T*, int64_t, int64_t, T);                          \
   template void layernorm_backward<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*,        \
-                                      int64_t, const T*, const T*, const T*, int64_t, int64_t); \
+                                      int64_t, const T*, const T*, const T*, int64_t, int64_t,  \
+                                      bool);                                                  \
   template void layernorm_forward_ref<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*,      \
                                          const T*, int64_t, int64_t, T);                      \
   template void layernorm_backward_ref<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*,    \

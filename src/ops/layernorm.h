@@ -13,11 +13,11 @@ template <class T>
 void layernorm_forward(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx,
                        const T* gamma, const T* beta, int64_t M, int64_t C, T eps);
 
-// Accumulates: dx += ∂L/∂x, dgamma += Σ dy·x̂, dbeta += Σ dy.
+// Accumulates: dx += ∂L/∂x, dgamma += Σ dy·x̂, dbeta += Σ dy. With overwrite_dx, dx = ∂L/∂x.
 template <class T>
 void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy,
                         const T* x, int64_t ldx, const T* mean, const T* rstd, const T* gamma,
-                        int64_t M, int64_t C);
+                        int64_t M, int64_t C, bool overwrite_dx = false);
 
 template <class T>
 void layernorm_forward_ref(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx,

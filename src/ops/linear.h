@@ -11,9 +11,10 @@ template <class T>
 void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in, int64_t out);
 
 // Accumulates: dx += dy·W (skipped when dx is nullptr), dW += dyᵀ·x, db += Σ_rows dy.
+// With overwrite_dx, dx = dy·W instead (saves zeroing a fresh buffer).
 template <class T>
 void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M,
-                     int64_t in, int64_t out);
+                     int64_t in, int64_t out, bool overwrite_dx = false);
 
 // Plain loops, the reference the fast versions are held to.
 template <class T>

@@ -35,12 +35,12 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
   const int64_t H = s.H(), F = s.F, M = s.rows(), BH = s.B * H;
   T* dg = scratch;           // (N, B, H)
   T* dvn = scratch + M * H;  // (N, B, H)
-  // fwd: out = u ⊙ g  =>  du += dout·g;  dg = dout·u
+  // fwd: out = u ⊙ g  =>  du = dout·g;  dg = dout·u
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < M; ++r) {
 #pragma omp simd
     for (int64_t h = 0; h < H; ++h) {
-      dz[r * F + h] += dout[r * H + h] * g[r * H + h];
+      dz[r * F + h] = dout[r * H + h] * g[r * H + h];
       dg[r * H + h] = dout[r * H + h] * z[r * F + h];
     }
   }
@@ -55,7 +55,7 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
   matmul<T>(false, true, s.N, s.N, BH, dg, BH, vn, BH, T(1), dW, s.N);
   matmul<T>(true, false, s.N, BH, s.N, W, s.N, dg, BH, T(0), dvn, BH);
   // fwd: v̂ = LayerNorm(v)
-  layernorm_backward(dz + H, F, dgamma, dbeta, dvn, H, z + H, F, mean, rstd, gamma, M, H);
+  layernorm_backward(dz + H, F, dgamma, dbeta, dvn, H, z + H, F, mean, rstd, gamma, M, H, true);
 }
 
 template <class T>
@@ -86,7 +86,7 @@ void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, c
         double gate = b[n];
         for (int64_t m = 0; m < N; ++m) gate += double(W[n * N + m]) * vn[(m * B + bb) * H + h];
         const double d = dout[r * H + h];
-        dz[r * F + h] += T(d * gate);
+        dz[r * F + h] = T(d * gate);
         const double dgate = d * z[r * F + h];
         db[n] += T(dgate);
         for (int64_t m = 0; m < N; ++m) {
@@ -94,6 +94,8 @@ void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, c
           dvn[(m * B + bb) * H + h] += T(dgate * W[n * N + m]);
         }
       }
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t h = H; h < F; ++h) dz[r * F + h] = 0;
   layernorm_backward_ref(dz + H, F, dgamma, dbeta, dvn.data(), H, z + H, F, mean.data(),
                          rstd.data(), gamma, M, H);
 }

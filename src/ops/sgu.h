@@ -20,7 +20,8 @@ template <class T>
 void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta,
                  const T* W, const T* b, SguShape s, T eps);
 
-// Accumulates into dz (N, B, F), dgamma, dbeta (H), dW (N, N), db (N).
+// Overwrites dz (N, B, F) (a fresh activation gradient: nothing else flows into z); accumulates
+// into the parameter gradients dgamma, dbeta (H), dW (N, N), db (N).
 // scratch: 2·N·B·H values, overwritten.
 template <class T>
 void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z,
