@@ -25,5 +25,10 @@ demo: build
 test: deps-python build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# gmlp beside PyTorch (eager, compile, bf16 autocast, ONNX Runtime) on every benchmark shape;
+# e.g. make bench BENCH_ARGS="--quick --shapes fmnist-s" (see bench/run_all.py --help)
+bench: deps-python build
+	python3 bench/run_all.py $(BENCH_ARGS)
+
 clean:
 	rm -rf $(BUILD)

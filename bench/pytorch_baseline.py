@@ -3,36 +3,59 @@
     python bench/pytorch_baseline.py --img-size 28 --in-chans 1 --patch-size 4 --depth 6 \
         --dim 128 --ffn 512 --num-classes 10 --batch-size 64 --threads 2 --mode eager
 
-The model is timm's gMLP (tests/reference/timm_gmlp.py), run the way its users run it at best:
---mode eager or --mode compile (torch.compile, default inductor backend).
+The model is timm's gMLP (tests/reference/timm_gmlp.py) with timm's own init, run the way its
+users run it at best, one --mode per process:
+  eager        plain PyTorch, fp32;
+  compile      torch.compile (default inductor backend), fp32;
+  autocast     eager under torch.autocast("cpu", dtype=torch.bfloat16): bf16 matrix products,
+               fp32 master weights, AdamW in fp32 (the usual mixed-precision recipe);
+  onnxruntime  inference only: the eval-mode model exported with torch.onnx.export (one file per
+               batch size, fixed shapes), run by onnxruntime's CPUExecutionProvider with
+               intra_op_num_threads = --threads, inter_op 1, ORT_ENABLE_ALL, in a child process
+               that imports only onnxruntime and numpy (so its peak RSS is ORT's own).
 (a) a training step: forward, cross entropy (label smoothing 0.1), backward, AdamW step
     (PyTorch's default implementation choice), on a fixed random batch;
 (b) inference in eval mode under torch.inference_mode(), for each --infer-batch-sizes.
 Each of --reps timed reps runs enough iterations to last >= 0.3 s, after --warmup iterations.
 Prints one JSON object: median images/s and [min, max] over reps, peak RSS in MB (before the
 model is built, and at the end), and per measurement the share of the cores that other processes
-used meanwhile (a busy machine makes the numbers meaningless). If torch.compile fails, the JSON
-holds the error instead.
+used meanwhile (a busy machine makes the numbers meaningless). If torch.compile or the ONNX
+export fails, the JSON holds the error instead. In onnxruntime mode the training fields are null,
+and `onnx_max_abs_diff` is the largest |ORT logit - PyTorch logit| on a copy of the model with
+random weights of a sensible scale (timm's init zeroes the head, so its logits are all 0 and
+would prove nothing), which shows the exported graph is the same model.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
 import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
-import torch
-import torch.nn.functional as F
+import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
-import timm_gmlp  # noqa: E402
+# torch, torch.nn.functional (F) and timm_gmlp are imported in main(), after the arguments are
+# read: the onnxruntime child process (--ort-worker) must not pay for importing torch.
+REFERENCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference")
 
 MIN_REP_SECONDS = 0.3
 
 
 def peak_rss_mb():
+    """This process's peak resident memory in MB: VmHWM, which (unlike getrusage's ru_maxrss)
+    starts afresh at exec, so the onnxruntime child does not inherit its parent's peak."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
@@ -84,7 +107,12 @@ def param_groups(model, weight_decay):
 def run(args, cfg, result):
     model = timm_gmlp.build(cfg)
     result["params"] = sum(p.numel() for p in model.parameters())
+    if args.mode == "onnxruntime":
+        return run_onnxruntime(args, cfg, model, result)
     net = torch.compile(model) if args.mode == "compile" else model
+    # autocast: bf16 matrix products in forward (and so in backward); fp32 weights and AdamW.
+    precision = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.mode == "autocast" \
+        else contextlib.nullcontext
     gen = torch.Generator().manual_seed(0)
     shape = (cfg["in_chans"], cfg["img_size"], cfg["img_size"])
 
@@ -96,7 +124,8 @@ def run(args, cfg, result):
 
     def train_step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(net(x), y, label_smoothing=0.1)
+        with precision():
+            loss = F.cross_entropy(net(x), y, label_smoothing=0.1)
         loss.backward()
         opt.step()
 
@@ -115,10 +144,83 @@ def run(args, cfg, result):
         xb = torch.randn((b,) + shape, generator=gen)
 
         def infer_step():
-            with torch.inference_mode():
+            with torch.inference_mode(), precision():
                 net(xb)
 
         result["infer"][str(b)] = measure(infer_step, b, args.warmup, args.reps)
+
+
+def run_onnxruntime(args, cfg, model, result):
+    """Exports the eval-mode model per batch size, then times ORT in a child process."""
+    import onnxruntime  # noqa: F401  (fail here, with a clear error, if it is not installed)
+    model.eval()
+    gen = torch.Generator().manual_seed(0)
+    shape = (cfg["in_chans"], cfg["img_size"], cfg["img_size"])
+    with tempfile.TemporaryDirectory(prefix="gmlp_onnx_") as tmp:
+        t0 = time.perf_counter()
+        for b in args.infer_batch_sizes:
+            export_onnx(model, torch.randn((b,) + shape, generator=gen), os.path.join(tmp, f"b{b}.onnx"))
+        result["export_s"] = round(time.perf_counter() - t0, 3)
+
+        # Equivalence check on a copy with random weights (timm's head starts at zero).
+        check = timm_gmlp.randomize_(timm_gmlp.build(cfg), torch.Generator().manual_seed(1)).eval()
+        xc = torch.randn((2,) + shape, generator=gen)
+        export_onnx(check, xc, os.path.join(tmp, "check.onnx"))
+        with torch.inference_mode():
+            expected = check(xc).numpy()
+        np.save(os.path.join(tmp, "check_x.npy"), xc.numpy())
+        np.save(os.path.join(tmp, "check_logits.npy"), expected)
+        del check
+
+        cmd = [sys.executable, os.path.abspath(__file__), "--ort-worker", tmp,
+               "--threads", str(args.threads), "--warmup", str(args.warmup), "--reps", str(args.reps),
+               "--infer-batch-sizes"] + [str(b) for b in args.infer_batch_sizes]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"onnxruntime worker failed: {proc.stderr.strip()[-1500:]}")
+    worker = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["onnxruntime"] = worker["onnxruntime"]
+    result["onnx_max_abs_diff"] = worker["onnx_max_abs_diff"]
+    result["infer"] = worker["infer"]
+    result["rss_before_model_mb"] = worker["rss_before_model_mb"]
+    result["torch_process_peak_rss_mb"] = round(peak_rss_mb(), 1)  # the export's, for the record
+    result["peak_rss_mb"] = worker["peak_rss_mb"]
+
+
+def export_onnx(model, x, path):
+    """torch.onnx.export of model at x's (fixed) shape; its progress lines go to stderr."""
+    with contextlib.redirect_stdout(sys.stderr):
+        torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["logits"])
+
+
+def ort_worker(args):
+    """Child process of --mode onnxruntime: times the exported files in args.ort_worker."""
+    import onnxruntime as ort
+    folder = args.ort_worker
+    result = {"onnxruntime": ort.__version__, "rss_before_model_mb": round(peak_rss_mb(), 1), "infer": {}}
+
+    def session(path):
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = args.threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+    check = session(os.path.join(folder, "check.onnx"))
+    got = check.run(None, {"x": np.load(os.path.join(folder, "check_x.npy"))})[0]
+    result["onnx_max_abs_diff"] = float(np.abs(got - np.load(os.path.join(folder, "check_logits.npy"))).max())
+    del check
+
+    rng = np.random.default_rng(0)
+    for b in args.infer_batch_sizes:
+        sess = session(os.path.join(folder, f"b{b}.onnx"))
+        (inp,) = sess.get_inputs()
+        xb = rng.standard_normal([b] + list(inp.shape[1:])).astype(np.float32)
+        result["infer"][str(b)] = measure(lambda: sess.run(None, {"x": xb}), b, args.warmup, args.reps)
+    result["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    print(json.dumps(result))
+    return 0
 
 
 def main():
@@ -134,12 +236,21 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--mode", choices=["eager", "compile"], default="eager")
+    parser.add_argument("--mode", choices=["eager", "compile", "autocast", "onnxruntime"], default="eager")
     parser.add_argument("--infer-batch-sizes", type=int, nargs="+",
                         help="default: the training batch size and 1")
+    parser.add_argument("--ort-worker", metavar="DIR", help=argparse.SUPPRESS)  # internal, see ort_worker()
     args = parser.parse_args()
     if not args.infer_batch_sizes:
         args.infer_batch_sizes = [args.batch_size, 1]
+    if args.ort_worker:
+        return ort_worker(args)
+
+    global torch, F, timm_gmlp
+    import torch
+    import torch.nn.functional as F
+    sys.path.insert(0, REFERENCE_DIR)
+    import timm_gmlp
 
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(args.threads)
@@ -153,11 +264,14 @@ def main():
     }
     try:
         run(args, cfg, result)
-    except Exception as e:  # torch.compile needs a working C++ toolchain; say so, do not crash
-        if args.mode != "compile":
+    except Exception as e:  # torch.compile needs a C++ toolchain, ONNX export onnxscript: say so
+        if args.mode == "eager":
             raise
-        result["error"] = f"torch.compile failed: {type(e).__name__}: {' '.join(str(e).split())[:2000]}"
-    result["peak_rss_mb"] = round(peak_rss_mb(), 1)
+        what = {"compile": "torch.compile", "autocast": "bf16 autocast",
+                "onnxruntime": "ONNX export / onnxruntime"}[args.mode]
+        result["error"] = f"{what} failed: {type(e).__name__}: {' '.join(str(e).split())[:2000]}"
+    if result["peak_rss_mb"] is None:  # else it is the onnxruntime worker's
+        result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     print(json.dumps(result))
     return 1 if "error" in result else 0
 

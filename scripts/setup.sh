@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gmlp needs on a fresh Debian bookworm machine; quiet and quick when all is there.
 #   scripts/setup.sh          build dependencies (Debian packages)
-#   scripts/setup.sh --python also the PyPI packages the tests and baselines use
+#   scripts/setup.sh --python also the PyPI packages the tests and baselines use (onnxruntime,
+#                             onnx and onnxscript for the ONNX Runtime column of make bench)
 set -euo pipefail
 
 debs=(build-essential cmake pkg-config zlib1g-dev libdnnl-dev nlohmann-json3-dev libcli11-dev
@@ -19,8 +20,8 @@ fi
 
 if [ "${1:-}" = "--python" ]; then
   PY=${PYTHON:-python3}
-  if ! "$PY" -c "import torch, timm, safetensors, numpy" 2>/dev/null; then
-    echo "setup: installing PyPI packages: torch timm safetensors numpy" >&2
-    "$PY" -m pip install -q --disable-pip-version-check torch timm safetensors numpy
+  if ! "$PY" -c "import torch, timm, safetensors, numpy, onnxruntime, onnx, onnxscript" 2>/dev/null; then
+    echo "setup: installing PyPI packages: torch timm safetensors numpy onnxruntime onnx onnxscript" >&2
+    "$PY" -m pip install -q --disable-pip-version-check torch timm safetensors numpy onnxruntime onnx onnxscript
   fi
 fi
