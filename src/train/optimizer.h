@@ -31,8 +31,8 @@ class AdamW {
   const AdamWConfig& config() const { return cfg_; }
 
  private:
-  std::vector<ParamInfo> params_;
   AdamWConfig cfg_;
+  std::vector<uint8_t> decay_;  // per parameter element: 1 where weight decay applies
   int64_t t_ = 0;
   Buffer<T> m_, v_;
 };
