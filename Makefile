@@ -3,7 +3,7 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 
-.PHONY: all build demo test bench clean deps deps-python
+.PHONY: all build demo test bench clean deps deps-python deps-bench
 
 all: build
 
@@ -13,6 +13,9 @@ deps:
 deps-python:
 	@scripts/setup.sh --python
 
+deps-bench:
+	@scripts/setup.sh --bench
+
 $(BUILD)/CMakeCache.txt:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 
@@ -20,14 +23,14 @@ build: deps $(BUILD)/CMakeCache.txt
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	$(BUILD)/gmlp train --preset fmnist-demo --out runs/demo
+	$(BUILD)/gmlp train --preset fmnist-s --out runs/demo
 
 test: deps-python build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # gmlp beside PyTorch (eager, compile, bf16 autocast, ONNX Runtime) on every benchmark shape;
 # e.g. make bench BENCH_ARGS="--quick --shapes fmnist-s" (see bench/run_all.py --help)
-bench: deps-python build
+bench: deps-bench build
 	python3 bench/run_all.py $(BENCH_ARGS)
 
 clean:

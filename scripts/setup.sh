@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gmlp needs on a fresh Debian bookworm machine; quiet and quick when all is there.
 #   scripts/setup.sh          build dependencies (Debian packages)
-#   scripts/setup.sh --python also the PyPI packages the tests and baselines use (onnxruntime,
+#   scripts/setup.sh --python also the PyPI packages the tests use (torch, timm, ...)
+#   scripts/setup.sh --bench  also those the baselines of `make bench` use (ONNX Runtime, ...) (onnxruntime,
 #                             onnx and onnxscript for the ONNX Runtime column of make bench)
 set -euo pipefail
 
@@ -18,10 +19,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if [ "${1:-}" = "--python" ]; then
-  PY=${PYTHON:-python3}
-  if ! "$PY" -c "import torch, timm, safetensors, numpy, onnxruntime, onnx, onnxscript" 2>/dev/null; then
-    echo "setup: installing PyPI packages: torch timm safetensors numpy onnxruntime onnx onnxscript" >&2
-    "$PY" -m pip install -q --disable-pip-version-check torch timm safetensors numpy onnxruntime onnx onnxscript
+pip_install() {  # installs the named modules' packages unless all of them import already
+  local PY=${PYTHON:-python3} imports=$1
+  shift
+  if ! "$PY" -c "import $imports" 2>/dev/null; then
+    echo "setup: installing PyPI packages: $*" >&2
+    "$PY" -m pip install -q --disable-pip-version-check "$@"
   fi
-fi
+}
+
+case "${1:-}" in
+  --python) pip_install "torch, timm, safetensors, numpy" torch timm safetensors numpy ;;
+  --bench) pip_install "torch, timm, safetensors, numpy, onnxruntime, onnx, onnxscript" \
+             torch timm safetensors numpy onnxruntime onnx onnxscript ;;
+esac
