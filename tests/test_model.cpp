@@ -198,6 +198,23 @@ TEST(Invariance, BatchEqualsRowsOneAtATime) {
   }
 }
 
+TEST(Invariance, InferencePlanGivesIdenticalLogits) {
+  // The inference plan reuses one block's buffers for every block: same numbers, less memory.
+  Gmlp<float> m(small_config());
+  Rng rng(36);
+  randomize(m, rng);
+  const int64_t B = 5, K = 10;
+  auto images = test::randn<float>(B * 28 * 28, rng);
+  m.plan(B);
+  const size_t train_bytes = m.activation_bytes();
+  const float* lg = m.forward(images.data(), B);
+  const std::vector<float> trained(lg, lg + B * K);
+  m.plan(B, Gmlp<float>::Mode::infer);
+  EXPECT_LT(m.activation_bytes(), train_bytes / 2);
+  const float* inferred = m.forward(images.data(), B);
+  for (int64_t i = 0; i < B * K; ++i) ASSERT_EQ(inferred[i], trained[i]) << "logit " << i;
+}
+
 TEST(Invariance, SaveLoadGivesIdenticalLogits) {
   Gmlp<float> m(small_config());
   Rng rng(33);

@@ -109,43 +109,33 @@ void Gmlp<T>::init(Rng& rng) {
 }
 
 template <class T>
-void Gmlp<T>::plan(int64_t max_batch) {
+void Gmlp<T>::plan(int64_t max_batch, Mode mode) {
   GMLP_CHECK(max_batch > 0);
+  const bool train = mode == Mode::train;
   const int64_t M = int64_t(cfg_.tokens()) * max_batch, D = cfg_.dim, F = cfg_.ffn,
                 H = cfg_.gate(), K = cfg_.num_classes, L = cfg_.depth;
-  // Sizes first, then one allocation carved into views.
+  // Sizes first, then one allocation carved into views. Inference needs two residual-stream
+  // buffers (in, out) and one block's activations, whatever the depth.
   std::vector<std::pair<T**, int64_t>> views;
   x_.assign(L + 1, nullptr);
   acts_by_block_.assign(L, BlockActs{});
   views.push_back({&patches_, M * cfg_.patch_dim()});
-  for (auto& x : x_) views.push_back({&x, M * D});
-  for (auto& a : acts_by_block_) {
-    views.push_back({&a.xn, M * D});
-    views.push_back({&a.mean1, M});
-    views.push_back({&a.rstd1, M});
-    views.push_back({&a.z, M * F});
-    views.push_back({&a.a, M * F});
-    views.push_back({&a.vn, M * H});
-    views.push_back({&a.mean2, M});
-    views.push_back({&a.rstd2, M});
-    views.push_back({&a.g, M * H});
-    views.push_back({&a.s, M * H});
-    views.push_back({&a.keep, max_batch});
+  for (int64_t l = 0; l < (train ? L + 1 : 2); ++l) views.push_back({&x_[l], M * D});
+  for (int64_t l = 0; l < (train ? L : 1); ++l) {
+    BlockActs& a = acts_by_block_[l];
+    for (auto [ptr, n] : {std::pair{&a.xn, M * D}, {&a.mean1, M}, {&a.rstd1, M}, {&a.z, M * F},
+                          {&a.a, M * F}, {&a.vn, M * H}, {&a.mean2, M}, {&a.rstd2, M},
+                          {&a.g, M * H}, {&a.s, M * H}, {&a.keep, max_batch}})
+      views.push_back({ptr, n});
   }
-  views.push_back({&y_, M * D});
-  views.push_back({&xf_, M * D});
-  views.push_back({&meanf_, M});
-  views.push_back({&rstdf_, M});
-  views.push_back({&pooled_, max_batch * D});
-  views.push_back({&logits_, max_batch * K});
-  views.push_back({&dpooled_, max_batch * D});
-  views.push_back({&dxf_, M * D});
-  views.push_back({&dX_, M * D});
-  views.push_back({&dY_, M * D});
-  views.push_back({&ds_, M * H});
-  views.push_back({&dz_, M * F});
-  views.push_back({&dxn_, M * D});
-  views.push_back({&sgu_scratch_, 2 * M * H});
+  for (auto [ptr, n] : {std::pair{&y_, M * D}, {&xf_, M * D}, {&meanf_, M}, {&rstdf_, M},
+                        {&pooled_, max_batch * D}, {&logits_, max_batch * K}})
+    views.push_back({ptr, n});
+  if (train)
+    for (auto [ptr, n] : {std::pair{&dpooled_, max_batch * D}, {&dxf_, M * D}, {&dX_, M * D},
+                          {&dY_, M * D}, {&ds_, M * H}, {&dz_, M * F}, {&dxn_, M * D},
+                          {&sgu_scratch_, 2 * M * H}})
+      views.push_back({ptr, n});
   auto round = [](int64_t n) { return (n + 15) / 16 * 16; };  // keep every view 64-byte aligned
   int64_t total = 0;
   for (auto& [ptr, n] : views) total += round(n);
@@ -155,7 +145,12 @@ void Gmlp<T>::plan(int64_t max_batch) {
     *ptr = acts_.data() + off;
     off += round(n);
   }
+  if (!train) {
+    for (int64_t l = 2; l <= L; ++l) x_[l] = x_[l % 2];
+    for (int64_t l = 1; l < L; ++l) acts_by_block_[l] = acts_by_block_[0];
+  }
   max_batch_ = max_batch;
+  mode_ = mode;
 }
 
 template <class T>
@@ -217,6 +212,7 @@ const T* Gmlp<T>::forward(const T* images, int64_t B, Rng* drop_rng) {
 
 template <class T>
 void Gmlp<T>::backward(const T* dlogits) {
+  GMLP_CHECK(mode_ == Mode::train);  // an inference plan keeps nothing for backward
   const int64_t B = batch_, N = cfg_.tokens(), M = N * B, D = cfg_.dim, F = cfg_.ffn,
                 H = cfg_.gate(), K = cfg_.num_classes, L = cfg_.depth;
   GMLP_CHECK(B > 0);

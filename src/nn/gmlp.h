@@ -42,8 +42,11 @@ class Gmlp {
   void init(Rng& rng);
   void zero_grad() { g_.zero(); }
 
+  // What plan() lays out memory for: training keeps every block's activations for backward;
+  // inference reuses one block's buffers for all blocks and has no backward scratch.
+  enum class Mode { train, infer };
   // Plans activations for batches of up to max_batch images. Must precede forward().
-  void plan(int64_t max_batch);
+  void plan(int64_t max_batch, Mode mode = Mode::train);
   int64_t planned_batch() const { return max_batch_; }
   size_t activation_bytes() const { return acts_.size() * sizeof(T); }
 
@@ -78,6 +81,7 @@ class Gmlp {
   Buffer<T> w_, g_;
 
   int64_t max_batch_ = 0, batch_ = 0;
+  Mode mode_ = Mode::train;
   Buffer<T> acts_;
   T *patches_ = nullptr, *y_ = nullptr, *xf_ = nullptr, *meanf_ = nullptr, *rstdf_ = nullptr,
     *pooled_ = nullptr, *logits_ = nullptr;
