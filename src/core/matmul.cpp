@@ -1,6 +1,7 @@
 #include "core/matmul.h"
 
 #include <cpuid.h>
+#include <omp.h>
 
 #include <cstdio>
 #include <cstring>
@@ -16,11 +17,13 @@ namespace gmlp {
 namespace {
 
 Precision g_precision = Precision::f32;
+// f32 products with at most this many multiply-adds (≈ 15 µs on one core) run single-threaded.
+constexpr int64_t kSerialProduct = int64_t(1) << 22;
 
-struct Key {  // operands are dense bf16 copies, so their strides follow from the shape
-  bool ta, tb, accumulate;
-  int64_t M, N, K, ldc;
-  auto tie() const { return std::tie(ta, tb, accumulate, M, N, K, ldc); }
+struct Key {
+  bool ta, tb, accumulate, bf16;
+  int64_t M, N, K, lda, ldb, ldc;
+  auto tie() const { return std::tie(ta, tb, accumulate, bf16, M, N, K, lda, ldb, ldc); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -108,6 +111,46 @@ bool cpu_has_bf16() {
   return avx512_bf16 || amx_bf16;
 }
 
+namespace {
+
+// C = op(A)·op(B) (+ C) by a oneDNN matmul primitive, created on first use of a shape and cached.
+// A, B are f32 or (bf16) dense uint16 copies; strides describe them as stored.
+void run_primitive(bool bf16, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                   const void* A, int64_t lda, const void* B, int64_t ldb, bool accumulate,
+                   float* C, int64_t ldc) {
+  Engine& e = engine();
+  const Key key{trans_a, trans_b, accumulate, bf16, M, N, K, lda, ldb, ldc};
+  auto it = e.cache.find(key);
+  if (it == e.cache.end()) {
+    using dt = dnnl::memory::data_type;
+    const dt in = bf16 ? dt::bf16 : dt::f32;
+    const auto a = matrix_desc(M, K, lda, trans_a, in);
+    const auto b = matrix_desc(K, N, ldb, trans_b, in);
+    const auto c = dnnl::memory::desc({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.f);
+      attr.set_post_ops(ops);
+    }
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, e.eng);
+    Cached entry{dnnl::matmul(pd), dnnl::memory(a, e.eng, DNNL_MEMORY_NONE),
+                 dnnl::memory(b, e.eng, DNNL_MEMORY_NONE), dnnl::memory(c, e.eng, DNNL_MEMORY_NONE)};
+    it = e.cache.emplace(key, std::move(entry)).first;
+  }
+  Cached& m = it->second;
+  m.a.set_data_handle(const_cast<void*>(A));
+  m.b.set_data_handle(const_cast<void*>(B));
+  m.c.set_data_handle(C);
+  // The C API takes the arguments as an array: no map is built per call.
+  const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, m.a.get()}, {DNNL_ARG_WEIGHTS, m.b.get()},
+                                   {DNNL_ARG_DST, m.c.get()}};
+  GMLP_CHECK(dnnl_primitive_execute(m.prim.get(), e.stream.get(), 3, args) == dnnl_success);
+  GMLP_CHECK(dnnl_stream_wait(e.stream.get()) == dnnl_success);
+}
+
+}  // namespace
+
 template <>
 void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
                    int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
@@ -119,48 +162,27 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     return;
   }
   if (g_precision == Precision::f32) {
-    // oneDNN's sgemm: measured equal to or faster than a cached f32 matmul primitive on our shapes.
+    // oneDNN's sgemm measured faster than a cached f32 primitive on our shapes, small and large.
+    // A product too small to pay for waking the other threads runs on this one.
+    const int threads = omp_get_max_threads();
+    const bool serial = M * N * K <= kSerialProduct && threads > 1;
+    if (serial) omp_set_num_threads(1);
     const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, 1.f, A,
                                         lda, B, ldb, beta, C, ldc);
+    if (serial) omp_set_num_threads(threads);
     GMLP_CHECK(st == dnnl_success);
     return;
   }
-  // bf16: round both operands into dense scratch copies, then a cached oneDNN matmul primitive
-  // (bf16 × bf16 → f32, beta = 1 as a sum post-op).
+  // bf16: round both operands into dense scratch copies, then the bf16 × bf16 → f32 primitive.
   Engine& e = engine();
   const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
   const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-  const Key key{trans_a, trans_b, beta != 0.f, M, N, K, ldc};
-  auto it = e.cache.find(key);
-  if (it == e.cache.end()) {
-    using dt = dnnl::memory::data_type;
-    const auto a = matrix_desc(M, K, a_cols, trans_a, dt::bf16);
-    const auto b = matrix_desc(K, N, b_cols, trans_b, dt::bf16);
-    const auto c = dnnl::memory::desc({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
-    dnnl::primitive_attr attr;
-    if (beta != 0.f) {
-      dnnl::post_ops ops;
-      ops.append_sum(1.f);
-      attr.set_post_ops(ops);
-    }
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, e.eng);
-    Cached entry{dnnl::matmul(pd), dnnl::memory(a, e.eng, DNNL_MEMORY_NONE),
-                 dnnl::memory(b, e.eng, DNNL_MEMORY_NONE), dnnl::memory(c, e.eng, DNNL_MEMORY_NONE)};
-    it = e.cache.emplace(key, std::move(entry)).first;
-  }
-  Cached& m = it->second;
   if (e.scratch_a.size() < size_t(a_rows * a_cols)) e.scratch_a.resize(a_rows * a_cols);
   if (e.scratch_b.size() < size_t(b_rows * b_cols)) e.scratch_b.resize(b_rows * b_cols);
   to_bf16(e.scratch_a.data(), A, a_rows, a_cols, lda);
   to_bf16(e.scratch_b.data(), B, b_rows, b_cols, ldb);
-  m.a.set_data_handle(e.scratch_a.data());
-  m.b.set_data_handle(e.scratch_b.data());
-  m.c.set_data_handle(C);
-  // The C API takes the arguments as an array: no map is built per call.
-  const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, m.a.get()}, {DNNL_ARG_WEIGHTS, m.b.get()},
-                                   {DNNL_ARG_DST, m.c.get()}};
-  GMLP_CHECK(dnnl_primitive_execute(m.prim.get(), e.stream.get(), 3, args) == dnnl_success);
-  GMLP_CHECK(dnnl_stream_wait(e.stream.get()) == dnnl_success);
+  run_primitive(true, trans_a, trans_b, M, N, K, e.scratch_a.data(), a_cols, e.scratch_b.data(),
+                b_cols, beta != 0.f, C, ldc);
 }
 
 template <>
