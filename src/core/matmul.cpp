@@ -21,9 +21,9 @@ Precision g_precision = Precision::f32;
 constexpr int64_t kSerialProduct = int64_t(1) << 22;
 
 struct Key {
-  bool ta, tb, accumulate, bf16;
+  bool ta, tb, accumulate;
   int64_t M, N, K, lda, ldb, ldc;
-  auto tie() const { return std::tie(ta, tb, accumulate, bf16, M, N, K, lda, ldb, ldc); }
+  auto tie() const { return std::tie(ta, tb, accumulate, M, N, K, lda, ldb, ldc); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -113,19 +113,18 @@ bool cpu_has_bf16() {
 
 namespace {
 
-// C = op(A)·op(B) (+ C) by a oneDNN matmul primitive, created on first use of a shape and cached.
-// A, B are f32 or (bf16) dense uint16 copies; strides describe them as stored.
-void run_primitive(bool bf16, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+// C = op(A)·op(B) (+ C) in bf16 × bf16 → f32 by a oneDNN matmul primitive, created on first use
+// of a shape and cached. A, B are bf16 (uint16) matrices; strides describe them as stored.
+void run_primitive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                    const void* A, int64_t lda, const void* B, int64_t ldb, bool accumulate,
                    float* C, int64_t ldc) {
   Engine& e = engine();
-  const Key key{trans_a, trans_b, accumulate, bf16, M, N, K, lda, ldb, ldc};
+  const Key key{trans_a, trans_b, accumulate, M, N, K, lda, ldb, ldc};
   auto it = e.cache.find(key);
   if (it == e.cache.end()) {
     using dt = dnnl::memory::data_type;
-    const dt in = bf16 ? dt::bf16 : dt::f32;
-    const auto a = matrix_desc(M, K, lda, trans_a, in);
-    const auto b = matrix_desc(K, N, ldb, trans_b, in);
+    const auto a = matrix_desc(M, K, lda, trans_a, dt::bf16);
+    const auto b = matrix_desc(K, N, ldb, trans_b, dt::bf16);
     const auto c = dnnl::memory::desc({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
     dnnl::primitive_attr attr;
     if (accumulate) {
@@ -181,7 +180,7 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   if (e.scratch_b.size() < size_t(b_rows * b_cols)) e.scratch_b.resize(b_rows * b_cols);
   to_bf16(e.scratch_a.data(), A, a_rows, a_cols, lda);
   to_bf16(e.scratch_b.data(), B, b_rows, b_cols, ldb);
-  run_primitive(true, trans_a, trans_b, M, N, K, e.scratch_a.data(), a_cols, e.scratch_b.data(),
+  run_primitive(trans_a, trans_b, M, N, K, e.scratch_a.data(), a_cols, e.scratch_b.data(),
                 b_cols, beta != 0.f, C, ldc);
 }
 
