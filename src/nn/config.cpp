@@ -19,30 +19,16 @@ void GmlpConfig::validate() const {
   need(tokens() <= 65536, "the patch grid must have at most 65536 tokens", tokens());
 }
 
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GmlpConfig, img_size, in_chans, patch_size, depth,
+                                                dim, ffn, num_classes, drop_path, ln_eps, gate_eps)
+
 nlohmann::json GmlpConfig::to_json() const {
-  return {{"model", "gmlp"},          {"img_size", img_size},   {"in_chans", in_chans},
-          {"patch_size", patch_size}, {"depth", depth},         {"dim", dim},
-          {"ffn", ffn},               {"num_classes", num_classes}, {"drop_path", drop_path},
-          {"ln_eps", ln_eps},         {"gate_eps", gate_eps}};
+  nlohmann::json j = *this;
+  j["model"] = "gmlp";
+  return j;
 }
 
-GmlpConfig GmlpConfig::from_json(const nlohmann::json& j) {
-  GmlpConfig c;
-  auto get = [&](const char* key, auto& field) {
-    if (j.contains(key)) j.at(key).get_to(field);
-  };
-  get("img_size", c.img_size);
-  get("in_chans", c.in_chans);
-  get("patch_size", c.patch_size);
-  get("depth", c.depth);
-  get("dim", c.dim);
-  get("ffn", c.ffn);
-  get("num_classes", c.num_classes);
-  get("drop_path", c.drop_path);
-  get("ln_eps", c.ln_eps);
-  get("gate_eps", c.gate_eps);
-  return c;
-}
+GmlpConfig GmlpConfig::from_json(const nlohmann::json& j) { return j.get<GmlpConfig>(); }
 
 const std::vector<Preset>& presets() {
   auto vision = [](int depth, int dim, int ffn, float drop_path) {

@@ -23,37 +23,15 @@ namespace gmlp {
 
 namespace fs = std::filesystem;
 
-nlohmann::json TrainOptions::to_json() const {
-  return {{"data_dir", data_dir},         {"epochs", epochs},
-          {"batch_size", batch_size},     {"lr", lr},
-          {"min_lr", min_lr},             {"warmup_epochs", warmup_epochs},
-          {"weight_decay", weight_decay}, {"clip_norm", clip_norm},
-          {"label_smoothing", label_smoothing}, {"crop_padding", crop_padding},
-          {"hflip", hflip},               {"seed", seed},
-          {"train_limit", train_limit},   {"precision", precision}};
-}
+// Everything but out_dir, which names where a run is, not what it is.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainOptions, data_dir, epochs, batch_size, lr,
+                                                min_lr, warmup_epochs, weight_decay, clip_norm,
+                                                label_smoothing, crop_padding, hflip, seed,
+                                                train_limit, precision)
 
-TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
-  TrainOptions o;
-  auto get = [&](const char* key, auto& field) {
-    if (j.contains(key)) j.at(key).get_to(field);
-  };
-  get("data_dir", o.data_dir);
-  get("epochs", o.epochs);
-  get("batch_size", o.batch_size);
-  get("lr", o.lr);
-  get("min_lr", o.min_lr);
-  get("warmup_epochs", o.warmup_epochs);
-  get("weight_decay", o.weight_decay);
-  get("clip_norm", o.clip_norm);
-  get("label_smoothing", o.label_smoothing);
-  get("crop_padding", o.crop_padding);
-  get("hflip", o.hflip);
-  get("seed", o.seed);
-  get("train_limit", o.train_limit);
-  get("precision", o.precision);
-  return o;
-}
+nlohmann::json TrainOptions::to_json() const { return *this; }
+
+TrainOptions TrainOptions::from_json(const nlohmann::json& j) { return j.get<TrainOptions>(); }
 
 namespace {
 
