@@ -106,6 +106,18 @@ else
 fi
 printf 'not a png' >"$WORK/bad.png"
 expect_error "unreadable image" 1 "bad.png" -- "$GMLP" predict --checkpoint "$CK" "$WORK/bad.png"
+if "$GMLP" viz --checkpoint "$CK" --metrics "$WORK/full/metrics.jsonl" --out "$WORK/viz" >"$WORK/viz.out" &&
+   [ "$(wc -l <"$WORK/viz.out")" -eq 4 ] && python3 - "$WORK/viz" <<'PY'
+import struct, sys
+for name in ("spatial_block0.png", "spatial_block2.png", "spatial_block3.png", "curves.png"):
+    head = open(f"{sys.argv[1]}/{name}", "rb").read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", name
+    w, h = struct.unpack(">II", head[16:24])
+    assert w > 100 and h > 100, (name, w, h)
+PY
+then ok "viz writes the spatial weights of blocks 0, 2, 3 and the curves as PNG"; else bad "viz: $(cat "$WORK/viz.out")"; fi
+echo '{"epoch": 1}' >"$WORK/m.jsonl"; echo 'oops' >>"$WORK/m.jsonl"
+expect_error "malformed metrics.jsonl" 1 "line 2 is not a JSON object" -- "$GMLP" viz --metrics "$WORK/m.jsonl" --out "$WORK/viz2"
 "$GMLP" info --preset gmlp-s16 --json | grep -q '"params":19422656' && ok "gMLP-S/16 has 19,422,656 parameters" || bad "gMLP-S/16 parameter count"
 "$GMLP" bench --checkpoint "$CK" --batch-size 8 --reps 1 --warmup 1 --json | python3 -c "
 import json, sys; j = json.load(sys.stdin)

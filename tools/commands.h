@@ -12,6 +12,7 @@ void add_eval(CLI::App& app);
 void add_predict(CLI::App& app);
 void add_info(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_viz(CLI::App& app);
 
 // --threads, shared by every subcommand: 0 = all cores this process may use.
 void add_threads_option(CLI::App& sub, int& threads);

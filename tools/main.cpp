@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   gmlp::cli::add_predict(app);
   gmlp::cli::add_info(app);
   gmlp::cli::add_bench(app);
+  gmlp::cli::add_viz(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

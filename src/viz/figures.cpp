@@ -1,0 +1,135 @@
+#include "viz/figures.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace gmlp::viz {
+
+namespace {
+
+const Rgb kWhite{255, 255, 255}, kInk{40, 40, 40}, kGrid{225, 225, 225}, kFrame{150, 150, 150};
+
+// About five round tick values covering [lo, hi].
+std::vector<double> ticks(double lo, double hi) {
+  const double span = hi - lo, raw = span / 5;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  std::vector<double> t;
+  for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step) t.push_back(v);
+  return t;
+}
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", std::abs(v) < 1e-12 ? 0.0 : v);
+  return buf;
+}
+
+void draw_panel(Canvas& c, int x0, int y0, int w, int h, const Panel& p) {
+  const int left = 70, right = 15, top = 34, bottom = 48;  // room for labels
+  const int px0 = x0 + left, px1 = x0 + w - right, py0 = y0 + top, py1 = y0 + h - bottom;
+  double xmin = 1e300, xmax = -1e300, ymin = 1e300, ymax = -1e300;
+  for (const Curve& cv : p.curves)
+    for (size_t i = 0; i < cv.x.size(); ++i) {
+      xmin = std::min(xmin, cv.x[i]), xmax = std::max(xmax, cv.x[i]);
+      ymin = std::min(ymin, cv.y[i]), ymax = std::max(ymax, cv.y[i]);
+    }
+  if (xmin > xmax) xmin = 0, xmax = 1, ymin = 0, ymax = 1;
+  if (xmax - xmin < 1e-12) xmin -= 0.5, xmax += 0.5;
+  if (ymax - ymin < 1e-12) ymin -= 0.5, ymax += 0.5;
+  const double pad = 0.05 * (ymax - ymin);
+  ymin -= pad, ymax += pad;
+  auto X = [&](double v) { return px0 + (v - xmin) / (xmax - xmin) * (px1 - px0); };
+  auto Y = [&](double v) { return py1 - (v - ymin) / (ymax - ymin) * (py1 - py0); };
+
+  c.text(x0 + (w - Canvas::text_width(p.title)) / 2, y0 + 8, p.title, kInk);
+  for (double t : ticks(ymin, ymax)) {
+    c.line(px0, Y(t), px1, Y(t), kGrid);
+    const std::string s = fmt(t);
+    c.text(px0 - 8 - Canvas::text_width(s), int(Y(t)) - 7, s, kInk);
+  }
+  for (double t : ticks(xmin, xmax)) {
+    c.line(X(t), py0, X(t), py1, kGrid);
+    const std::string s = fmt(t);
+    c.text(int(X(t)) - Canvas::text_width(s) / 2, py1 + 8, s, kInk);
+  }
+  c.text(x0 + (w - Canvas::text_width(p.xlabel)) / 2, py1 + 28, p.xlabel, kInk);
+  c.line(px0, py0, px0, py1, kFrame);
+  c.line(px0, py1, px1, py1, kFrame);
+  c.line(px1, py0, px1, py1, kFrame);
+  c.line(px0, py0, px1, py0, kFrame);
+  // The legend goes in the top-right corner, or the bottom-right when the curves end up high.
+  bool ends_high = false;
+  for (const Curve& cv : p.curves)
+    if (!cv.y.empty() && Y(cv.y.back()) < (py0 + py1) / 2.0) ends_high = true;
+  int legend_y = ends_high ? py1 - 8 - 20 * int(p.curves.size()) : py0 + 8;
+  for (const Curve& cv : p.curves) {
+    for (size_t i = 1; i < cv.x.size(); ++i)
+      c.line(X(cv.x[i - 1]), Y(cv.y[i - 1]), X(cv.x[i]), Y(cv.y[i]), cv.color, 2);
+    for (size_t i = 0; i < cv.x.size(); ++i)
+      c.fill_rect(int(X(cv.x[i])) - 2, int(Y(cv.y[i])) - 2, int(X(cv.x[i])) + 3, int(Y(cv.y[i])) + 3, cv.color);
+    const int lx = px1 - 10 - Canvas::text_width(cv.name) - 26;
+    c.fill_rect(lx, legend_y + 5, lx + 18, legend_y + 9, cv.color);
+    c.text(lx + 24, legend_y, cv.name, kInk);
+    legend_y += 20;
+  }
+}
+
+}  // namespace
+
+Canvas render_spatial_weights(const float* W, int grid, const std::string& title) {
+  GMLP_CHECK(grid > 0);
+  const int N = grid * grid;
+  const int cell = std::max(2, 64 / grid);  // pixels per token within a tile
+  const int tile = grid * cell, gap = 3, margin = 12, header = 36;
+  const int side = grid * tile + (grid - 1) * gap;
+  Canvas c(side + 2 * margin, side + margin + header, kWhite);
+  c.text(margin, 10, title, kInk);
+  c.fill_rect(margin, header, margin + side, header + side, kFrame);  // the gaps between tiles
+  for (int n = 0; n < N; ++n) {
+    const float* row = W + int64_t(n) * N;
+    float mx = 0;
+    for (int m = 0; m < N; ++m) mx = std::max(mx, std::abs(row[m]));
+    const int tx = margin + (n % grid) * (tile + gap), ty = header + (n / grid) * (tile + gap);
+    for (int m = 0; m < N; ++m) {
+      const int x = tx + (m % grid) * cell, y = ty + (m / grid) * cell;
+      c.fill_rect(x, y, x + cell, y + cell, diverging(mx > 0 ? row[m] / mx : 0.0));
+    }
+  }
+  return c;
+}
+
+Canvas render_panels(const std::vector<Panel>& panels, const std::string& title) {
+  const int pw = 520, ph = 400, header = 30;
+  Canvas c(pw * int(panels.size()), ph + header, kWhite);
+  c.text((c.width() - Canvas::text_width(title)) / 2, 8, title, kInk);
+  for (size_t i = 0; i < panels.size(); ++i) draw_panel(c, int(i) * pw, header, pw, ph, panels[i]);
+  return c;
+}
+
+Canvas render_training_curves(const std::vector<nlohmann::json>& rows, const std::string& title) {
+  const Rgb train{33, 102, 172}, test{214, 96, 77};
+  Curve train_acc{"train", {}, {}, train}, test_acc{"test", {}, {}, test};
+  Curve train_loss{"train", {}, {}, train}, test_loss{"test", {}, {}, test};
+  for (const auto& r : rows) {
+    const double e = r.value("epoch", 0.0);
+    auto add = [&](Curve& cv, const char* key, double scale) {
+      if (r.contains(key) && r[key].is_number()) cv.x.push_back(e), cv.y.push_back(scale * r[key].get<double>());
+    };
+    add(train_acc, "train_acc", 100), add(test_acc, "test_acc", 100);
+    add(train_loss, "train_loss", 1), add(test_loss, "test_loss", 1);
+  }
+  return render_panels({{"accuracy (%)", "epoch", {train_acc, test_acc}},
+                        {"loss", "epoch", {train_loss, test_loss}}},
+                       title);
+}
+
+}  // namespace gmlp::viz

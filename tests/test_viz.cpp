@@ -1,0 +1,61 @@
+// The pictures: pixels where the figure says they are. A W whose rows are one-hot puts the one
+// saturated cell of tile n at token n; curves land inside their panel in their colour.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "io/image.h"
+#include "viz/figures.h"
+
+namespace gmlp::viz {
+namespace {
+
+bool same(Rgb a, Rgb b) { return a.r == b.r && a.g == b.g && a.b == b.b; }
+
+TEST(Viz, DivergingMapEndsAndMiddle) {
+  EXPECT_TRUE(same(diverging(0), Rgb{247, 247, 247}));
+  EXPECT_TRUE(same(diverging(1), Rgb{178, 24, 43}));
+  EXPECT_TRUE(same(diverging(-5), Rgb{33, 102, 172}));  // clamped
+}
+
+TEST(Viz, SpatialWeightsPutEachRowInItsTile) {
+  const int grid = 3, N = 9;
+  std::vector<float> W(N * N, 0.f);
+  for (int n = 0; n < N; ++n) W[n * N + (N - 1 - n)] = n % 2 ? -2.f : 0.5f;  // row n → token 8-n
+  const Canvas c = render_spatial_weights(W.data(), grid, "t");
+  // Layout as drawn: cell = 64/3 = 21 px, tile = 63, gap 3, margin 12, header 36.
+  const int cell = 21, tile = 63, gap = 3, margin = 12, header = 36;
+  for (int n = 0; n < N; ++n) {
+    const int m = N - 1 - n;
+    const int tx = margin + (n % grid) * (tile + gap), ty = header + (n / grid) * (tile + gap);
+    const Rgb hot = c.at(tx + (m % grid) * cell + cell / 2, ty + (m / grid) * cell + cell / 2);
+    EXPECT_TRUE(same(hot, diverging(n % 2 ? -1.0 : 1.0))) << "tile " << n;
+    const int other = (m + 1) % N;  // any other token of the row is 0 → white
+    EXPECT_TRUE(same(c.at(tx + (other % grid) * cell + 1, ty + (other / grid) * cell + 1), diverging(0)));
+  }
+}
+
+TEST(Viz, TrainingCurvesAreDrawnAndSaved) {
+  std::vector<nlohmann::json> rows;
+  for (int e = 1; e <= 5; ++e)
+    rows.push_back({{"epoch", e}, {"train_acc", 0.5 + 0.08 * e}, {"test_acc", 0.55 + 0.07 * e},
+                    {"train_loss", 1.5 / e}, {"test_loss", 1.2 / e}});
+  const Canvas c = render_training_curves(rows, "run");
+  EXPECT_EQ(c.width(), 1040);
+  int train_px = 0, test_px = 0;
+  for (int y = 0; y < c.height(); ++y)
+    for (int x = 0; x < c.width(); ++x) {
+      train_px += same(c.at(x, y), Rgb{33, 102, 172});
+      test_px += same(c.at(x, y), Rgb{214, 96, 77});
+    }
+  EXPECT_GT(train_px, 500);  // two thick polylines per colour and their markers
+  EXPECT_GT(test_px, 500);
+  const std::string path = ::testing::TempDir() + "gmlp_curves.png";
+  c.save_png(path);
+  const auto back = img::load_image(path, 3, c.height(), c.width());
+  std::filesystem::remove(path);
+  EXPECT_NEAR(back[0], 1.0f, 1e-6f);  // the white background, red channel, top-left
+}
+
+}  // namespace
+}  // namespace gmlp::viz

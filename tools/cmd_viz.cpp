@@ -1,0 +1,71 @@
+// gmlp viz: pictures of a run — the learned spatial weights of chosen blocks, and the training
+// curves of a run folder — as PNG.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "commands.h"
+#include "core/error.h"
+#include "train/checkpoint.h"
+#include "viz/figures.h"
+
+namespace gmlp::cli {
+
+void add_viz(CLI::App& app) {
+  struct Args {
+    std::string checkpoint, metrics, out = ".";
+    std::vector<int> blocks;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("viz", "Draw a checkpoint's spatial weights and a run's training curves as PNG");
+  sub->add_option("--checkpoint", args->checkpoint, "Checkpoint: draws each chosen block's SGU spatial matrix W");
+  sub->add_option("--blocks", args->blocks, "Blocks to draw (default: first, middle, last)")->delimiter(',');
+  sub->add_option("--metrics", args->metrics, "A run's metrics.jsonl: draws accuracy and loss against epoch");
+  sub->add_option("--out", args->out, "Folder for the PNG files")->capture_default_str();
+  sub->callback([args] {
+    if (args->checkpoint.empty() && args->metrics.empty())
+      throw CLI::ValidationError("viz", "give --checkpoint, --metrics, or both");
+    std::error_code ec;
+    std::filesystem::create_directories(args->out, ec);
+    if (ec) fail("failed to create folder '", args->out, "': ", ec.message());
+    auto out = [&](const std::string& name) { return (std::filesystem::path(args->out) / name).string(); };
+    if (!args->checkpoint.empty()) {
+      const Checkpoint ck = load_checkpoint(args->checkpoint);
+      const GmlpConfig& cfg = ck.config;
+      std::vector<int> blocks = args->blocks;
+      if (blocks.empty()) blocks = {0, cfg.depth / 2, cfg.depth - 1};
+      blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+      for (int b : blocks) {
+        if (b < 0 || b >= cfg.depth)
+          fail("invalid block ", b, ": the checkpoint has blocks 0..", cfg.depth - 1);
+        const ParamInfo& p = ck.model->param("blocks." + std::to_string(b) + ".mlp_channels.gate.proj.weight");
+        const std::string path = out("spatial_block" + std::to_string(b) + ".png");
+        viz::render_spatial_weights(ck.model->weights() + p.offset, cfg.grid(),
+                                    "block " + std::to_string(b) + ": rows of W on the " +
+                                        std::to_string(cfg.grid()) + "x" + std::to_string(cfg.grid()) + " patch grid")
+            .save_png(path);
+        std::printf("%s\n", path.c_str());
+      }
+    }
+    if (!args->metrics.empty()) {
+      std::ifstream in(args->metrics);
+      if (!in) fail("failed to read '", args->metrics, "': cannot open it");
+      std::vector<nlohmann::json> rows;
+      int line_no = 0;
+      for (std::string line; std::getline(in, line);) {
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (!j.is_object() || !j.contains("epoch"))
+          fail("failed to read '", args->metrics, "': line ", line_no, " is not a JSON object with an \"epoch\"");
+        rows.push_back(std::move(j));
+      }
+      if (rows.empty()) fail("failed to read '", args->metrics, "': no epochs in it");
+      const std::string path = out("curves.png");
+      viz::render_training_curves(rows, args->metrics).save_png(path);
+      std::printf("%s\n", path.c_str());
+    }
+  });
+}
+
+}  // namespace gmlp::cli
