@@ -163,15 +163,23 @@ GmlpConfig small_config() {  // big enough for oneDNN to split work across threa
   return c;
 }
 
+// A randomized small model planned for B, with a random batch of images and labels.
+struct RandomCase {
+  Gmlp<float> m{small_config()};
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  RandomCase(uint64_t seed, int64_t B) {
+    Rng rng(seed);
+    randomize(m, rng);
+    images = test::randn<float>(B * 28 * 28, rng);
+    for (int64_t b = 0; b < B; ++b) labels.push_back(int32_t(rng.below(10)));
+    m.plan(B);
+  }
+};
+
 TEST(Invariance, OneThreadEqualsTwo) {
-  Gmlp<float> m(small_config());
-  Rng rng(31);
-  randomize(m, rng);
-  const int64_t B = 16;
-  auto images = test::randn<float>(B * 28 * 28, rng);
-  std::vector<int32_t> labels(B);
-  for (auto& l : labels) l = int32_t(rng.below(10));
-  m.plan(B);
+  RandomCase rc(31, 16);
+  auto& [m, images, labels] = rc;
   const int saved = num_threads();
   set_threads(1);
   const FloatRun one = run_float(m, images, labels);
@@ -241,14 +249,8 @@ TEST(Bf16, ModelTracksF32) {
   // bf16 rounds each operand's mantissa to 8 bits (relative error ≤ 2^-9), so logits and
   // gradients move by about a percent; what must hold is that they still point the same way.
   if (!cpu_has_bf16()) GTEST_SKIP() << "no native bf16 on this CPU";
-  Gmlp<float> m(small_config());
-  Rng rng(35);
-  randomize(m, rng);
-  const int64_t B = 8;
-  auto images = test::randn<float>(B * 28 * 28, rng);
-  std::vector<int32_t> labels(B);
-  for (auto& l : labels) l = int32_t(rng.below(10));
-  m.plan(B);
+  RandomCase rc(35, 8);
+  auto& [m, images, labels] = rc;
   const FloatRun f32 = run_float(m, images, labels);
   set_matmul_precision(Precision::bf16);
   const FloatRun bf16 = run_float(m, images, labels);
