@@ -213,7 +213,7 @@ def gmlp_cells(r, B):
         return {}
     return {"train": (r["train_images_per_s"], r.get("train_spread")),
             "infer": (r["infer_images_per_s"], r.get("infer_spread")),
-            "infer1": (r["infer1_images_per_s"], r.get("infer1_spread")),  # no spread from gmlp yet
+            "infer1": (r["infer1_images_per_s"], r.get("infer1_spread")),
             "rss": (r["peak_rss_mb"], r["peak_rss_mb"] - r["rss_before_model_mb"])}
 
 

@@ -148,6 +148,7 @@ void add_bench(CLI::App& app) {
                           {"infer_spread", {infer.min, infer.max}},
                           {"infer_gflops_per_s", infer_gflops},
                           {"infer1_images_per_s", infer1.median},
+                          {"infer1_spread", {infer1.min, infer1.max}},
                           {"infer1_latency_ms", 1e3 / infer1.median},
                           {"peak_rss_mb", peak},
                           {"rss_before_model_mb", rss_start}};
@@ -159,7 +160,8 @@ void add_bench(CLI::App& app) {
                 long(model->num_params()), flops / 1e6, long(B), num_threads(), precision_name(precision));
     std::printf("train step    %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", train.median, train.min, train.max, train_gflops);
     std::printf("inference     %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", infer.median, infer.min, infer.max, infer_gflops);
-    std::printf("inference b=1 %9.1f images/s  (%.3f ms)\n", infer1.median, 1e3 / infer1.median);
+    std::printf("inference b=1 %9.1f images/s  [%.1f, %.1f]  (%.3f ms)\n", infer1.median, infer1.min,
+                infer1.max, 1e3 / infer1.median);
     std::printf("peak RSS      %9.1f MB\n", peak);
     if (!prof.empty()) {
       double total = 0;
