@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "check.h"
+#include "core/bf16.h"
 #include "core/matmul.h"
 #include "tolerances.h"
 

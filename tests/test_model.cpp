@@ -191,12 +191,9 @@ TEST(Invariance, OneThreadEqualsTwo) {
 }
 
 TEST(Invariance, BatchEqualsRowsOneAtATime) {
-  Gmlp<float> m(small_config());
-  Rng rng(32);
-  randomize(m, rng);
   const int64_t B = 7, K = 10, image = 28 * 28;
-  auto images = test::randn<float>(B * image, rng);
-  m.plan(B);
+  RandomCase rc(32, B);
+  auto& [m, images, labels] = rc;
   const float* lg = m.forward(images.data(), B);
   const std::vector<float> batched(lg, lg + B * K);
   for (int64_t b = 0; b < B; ++b) {
@@ -208,12 +205,9 @@ TEST(Invariance, BatchEqualsRowsOneAtATime) {
 
 TEST(Invariance, InferencePlanGivesIdenticalLogits) {
   // The inference plan reuses one block's buffers for every block: same numbers, less memory.
-  Gmlp<float> m(small_config());
-  Rng rng(36);
-  randomize(m, rng);
   const int64_t B = 5, K = 10;
-  auto images = test::randn<float>(B * 28 * 28, rng);
-  m.plan(B);
+  RandomCase rc(36, B);
+  auto& [m, images, labels] = rc;
   const size_t train_bytes = m.activation_bytes();
   const float* lg = m.forward(images.data(), B);
   const std::vector<float> trained(lg, lg + B * K);
@@ -224,12 +218,9 @@ TEST(Invariance, InferencePlanGivesIdenticalLogits) {
 }
 
 TEST(Invariance, SaveLoadGivesIdenticalLogits) {
-  Gmlp<float> m(small_config());
-  Rng rng(33);
-  randomize(m, rng);
   const int64_t B = 4, K = 10;
-  auto images = test::randn<float>(B * 28 * 28, rng);
-  m.plan(B);
+  RandomCase rc(33, B);
+  auto& [m, images, labels] = rc;
   const float* lg = m.forward(images.data(), B);
   const std::vector<float> before(lg, lg + B * K);
   const std::string path = ::testing::TempDir() + "gmlp_save_load.safetensors";

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/error.h"
 
 namespace gmlp {
@@ -66,21 +67,6 @@ void to_bf16(uint16_t* dst, const float* src, int64_t r, int64_t c, int64_t ld) 
 }
 
 }  // namespace
-
-uint16_t float_to_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
-float bf16_to_float(uint16_t x) {
-  const uint32_t u = uint32_t(x) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 void set_matmul_precision(Precision p) { g_precision = p; }
 const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "f32"; }

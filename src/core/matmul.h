@@ -27,8 +27,4 @@ template <class T>
 void matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
             const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
 
-// f32 → bf16 with round-to-nearest-even (NaN kept quiet); exposed for tests.
-uint16_t float_to_bf16(float x);
-float bf16_to_float(uint16_t x);
-
 }  // namespace gmlp

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "core/bf16.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 
@@ -53,8 +54,6 @@ float half_to_float(uint16_t h) {
                                   : sign | ((exp + 112) << 23) | (man << 13);  // rebias 15 -> 127
   return std::bit_cast<float>(bits);
 }
-
-float bf16_to_float(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
 
 template <class S>
 S load(const char* p) {

@@ -22,7 +22,7 @@ Progress::Progress(int64_t total_steps, int64_t log_every)
     : total_(total_steps), every_(log_every > 0 ? log_every : 1), tty_(isatty(fileno(stderr))), start_(std::chrono::steady_clock::now()),
       last_(start_ - std::chrono::seconds(1)) {}
 
-void Progress::update(int64_t done, const std::string& line) {
+void Progress::update(int64_t done, const char* line) {
   const auto now = std::chrono::steady_clock::now();
   const int64_t mark = done / every_;
   if (tty_ ? now - last_ < std::chrono::milliseconds(250) : mark == last_mark_) return;
@@ -33,10 +33,10 @@ void Progress::update(int64_t done, const std::string& line) {
   const std::string eta =
       this_session > 0 ? format_duration(elapsed / double(this_session) * double(total_ - done)) : "?";
   if (tty_) {
-    std::fprintf(stderr, "\r\033[K%s  eta %s", line.c_str(), eta.c_str());
+    std::fprintf(stderr, "\r\033[K%s  eta %s", line, eta.c_str());
     dirty_ = true;
   } else {
-    std::fprintf(stderr, "%s  eta %s\n", line.c_str(), eta.c_str());
+    std::fprintf(stderr, "%s  eta %s\n", line, eta.c_str());
   }
   std::fflush(stderr);
 }

@@ -12,7 +12,7 @@ class Progress {
  public:
   Progress(int64_t total_steps, int64_t log_every);
   // `line` describes the state after `done` steps; the ETA is appended from the measured rate.
-  void update(int64_t done, const std::string& line);
+  void update(int64_t done, const char* line);
   // Ends the in-place line (prints a newline on a terminal).
   void finish();
   // Total steps done in earlier sessions of the same run (for ETA after a resume).

@@ -195,6 +195,9 @@ TrainResult train(const GmlpConfig& config_in, const TrainOptions& options_in, b
       const float* logits = model->forward(input.data(), B, &rng);
       const float loss = cross_entropy_forward(probs.data(), logits, labels.data(), B, K,
                                                float(opt.label_smoothing));
+      if (!std::isfinite(loss))
+        fail("training diverged at step ", step, ": the loss is ", loss,
+             " (try a lower --lr or a smaller --clip-norm)");
       for (int i = 0; i < B; ++i) {
         const float* row = logits + i * K;
         correct += (std::max_element(row, row + K) - row) == labels[i];
@@ -206,9 +209,6 @@ TrainResult train(const GmlpConfig& config_in, const TrainOptions& options_in, b
       clip_grad_norm(model->grads(), model->num_params(), opt.clip_norm);
       lr = lr_schedule(step, total_steps, warmup_steps, opt.lr, opt.min_lr);
       adamw.step(model->weights(), model->grads(), lr);
-      if (!std::isfinite(loss))
-        fail("training diverged at step ", step, ": the loss is ", loss,
-             " (try a lower --lr or a smaller --clip-norm)");
       loss_sum += double(loss) * B;
       seen += B;
       train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count();
