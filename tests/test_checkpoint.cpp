@@ -12,14 +12,15 @@
 namespace gmlp {
 namespace {
 
-GmlpConfig tiny() {
-  GmlpConfig c;
+ModelConfig tiny() {
+  ModelConfig c;
   c.img_size = 8, c.patch_size = 2, c.depth = 2, c.dim = 4, c.ffn = 6, c.num_classes = 3;
   return c;
 }
 
 struct Tensors {  // a model's tensors as safetensors entries, editable before saving
-  Gmlp<float> model{tiny()};
+  std::unique_ptr<Model<float>> model_ptr = make_model<float>(tiny());
+  Model<float>& model = *model_ptr;
   std::vector<st::Entry> entries;
   Tensors() {
     for (const ParamInfo& p : model.params()) entries.push_back({p.name, p.shape, model.weights() + p.offset});

@@ -77,15 +77,15 @@ void add_bench(CLI::App& app) {
     set_threads(args->threads);
     const Precision precision = use_precision(args->precision);
     const double rss_start = peak_rss_mb();
-    std::unique_ptr<Gmlp<float>> model;
+    std::unique_ptr<Model<float>> model;
     if (!args->checkpoint.empty()) {
       model = std::move(load_checkpoint(args->checkpoint).model);
     } else {
-      model = std::make_unique<Gmlp<float>>(find_preset(args->preset).config);
+      model = make_model<float>(find_preset(args->preset).config);
       Rng rng(0);
       model->init(rng);
     }
-    const GmlpConfig& cfg = model->config();
+    const ModelConfig& cfg = model->config();
     const int64_t B = args->batch_size, K = cfg.num_classes;
     const int64_t image_size = int64_t(cfg.in_chans) * cfg.img_size * cfg.img_size;
     Rng rng(1);
@@ -127,7 +127,7 @@ void add_bench(CLI::App& app) {
       prof.push_back({"(untimed)", total - covered, prof_steps});
       std::sort(prof.begin(), prof.end(), [](auto& a, auto& b) { return a.seconds > b.seconds; });
     }
-    model->plan(B, Gmlp<float>::Mode::infer);  // what eval and predict use
+    model->plan(B, Mode::infer);  // what eval and predict use
     const Timing infer = measure([&] { model->forward(input.data(), B); }, int(B), args->warmup, args->reps);
     const Timing infer1 = measure([&] { model->forward(input.data(), 1); }, 1, args->warmup, args->reps);
     const double flops = model->flops_per_image();

@@ -37,7 +37,7 @@ void add_eval(CLI::App& app) {
     const data::ImageSet set = data::load_fashion_mnist(args->data_dir, args->split);
     check_compatible(ck.config, set, args->data_dir);
     if (args->batch_size <= 0) fail("invalid --batch-size ", args->batch_size, ": must be positive");
-    ck.model->plan(args->batch_size, Gmlp<float>::Mode::infer);
+    ck.model->plan(args->batch_size, Mode::infer);
     std::vector<float> logits;
     const EvalResult r = evaluate(*ck.model, set, ck.norm, args->limit,
                                   args->logits.empty() ? nullptr : &logits);

@@ -28,9 +28,10 @@ void add_info(CLI::App& app) {
     }
     if (args->preset.empty() == args->checkpoint.empty())
       throw CLI::ValidationError("info", "give exactly one of --preset or --checkpoint");
-    GmlpConfig cfg = args->preset.empty() ? load_checkpoint(args->checkpoint).config
+    ModelConfig cfg = args->preset.empty() ? load_checkpoint(args->checkpoint).config
                                           : find_preset(args->preset).config;
-    const Gmlp<float> model(cfg);
+    const auto model_ptr = make_model<float>(cfg);
+    const Model<float>& model = *model_ptr;
     if (args->json) {
       nlohmann::json j = {{"params", model.num_params()},
                           {"flops_per_image", model.flops_per_image()},

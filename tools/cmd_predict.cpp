@@ -27,9 +27,9 @@ void add_predict(CLI::App& app) {
   sub->callback([args] {
     set_threads(args->threads);
     Checkpoint ck = load_checkpoint(args->checkpoint);
-    const GmlpConfig& cfg = ck.config;
+    const ModelConfig& cfg = ck.config;
     const int64_t C = cfg.in_chans, S = cfg.img_size, K = cfg.num_classes;
-    ck.model->plan(1, Gmlp<float>::Mode::infer);
+    ck.model->plan(1, Mode::infer);
     std::vector<float> input(C * S * S), probs(K);
     for (const std::string& path : args->images) {
       const std::vector<float> pixels = img::load_image(path, int(C), int(S), int(S));

@@ -49,13 +49,13 @@ void add_train(CLI::App& app) {
     if (!args->resume.empty()) {
       opt.out_dir = args->resume;
       if (!epochs->count()) opt.epochs = 0;  // keep the run's own
-      const TrainResult r = train(GmlpConfig{}, opt, true);
+      const TrainResult r = train(ModelConfig{}, opt, true);
       std::printf("test accuracy %.2f%% (best %.2f%%) after %d more epochs in %.0f s\n",
                   100 * r.final_test_acc, 100 * r.best_test_acc, r.epochs_run, r.seconds);
       return;
     }
     const Preset& p = find_preset(args->preset);
-    GmlpConfig cfg = p.config;
+    ModelConfig cfg = p.config;
     if (args->drop_path >= 0) cfg.drop_path = args->drop_path;
     if (!epochs->count()) opt.epochs = p.train.epochs;
     if (!batch->count()) opt.batch_size = p.train.batch_size;

@@ -31,7 +31,7 @@ void add_viz(CLI::App& app) {
     auto out = [&](const std::string& name) { return (std::filesystem::path(args->out) / name).string(); };
     if (!args->checkpoint.empty()) {
       const Checkpoint ck = load_checkpoint(args->checkpoint);
-      const GmlpConfig& cfg = ck.config;
+      const ModelConfig& cfg = ck.config;
       std::vector<int> blocks = args->blocks;
       if (blocks.empty()) blocks = {0, cfg.depth / 2, cfg.depth - 1};
       blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());

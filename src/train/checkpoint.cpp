@@ -9,7 +9,7 @@
 
 namespace gmlp {
 
-void save_checkpoint(const std::string& path, const Gmlp<float>& model,
+void save_checkpoint(const std::string& path, const Model<float>& model,
                      const data::Normalization& norm, const std::vector<std::string>& class_names,
                      const std::map<std::string, std::string>& extra) {
   std::vector<st::Entry> entries;
@@ -24,7 +24,7 @@ void save_checkpoint(const std::string& path, const Gmlp<float>& model,
   st::save(path, entries, meta);
 }
 
-GmlpConfig config_from_tensors(const st::File& file) {
+ModelConfig config_from_tensors(const st::File& file) {
   auto shape = [&](const std::string& name) {
     const st::TensorInfo* t = file.find(name);
     if (!t)
@@ -37,7 +37,7 @@ GmlpConfig config_from_tensors(const st::File& file) {
       fail("failed to load checkpoint '", file.path(), "': tensor '", name, "' has shape ",
            st::shape_str(s), ", expected ", rank, " dimensions");
   };
-  GmlpConfig c;
+  ModelConfig c;
   const auto stem = shape("stem.proj.weight");
   expect_rank("stem.proj.weight", stem, 4);
   if (stem[2] != stem[3])
@@ -82,7 +82,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   };
   const nlohmann::json cfg = meta_json("config");
   try {
-    ck.config = cfg.is_object() ? GmlpConfig::from_json(cfg) : config_from_tensors(file);
+    ck.config = cfg.is_object() ? ModelConfig::from_json(cfg) : config_from_tensors(file);
   } catch (const nlohmann::json::exception& e) {
     fail("failed to load checkpoint '", path, "': metadata 'config' is malformed: ", e.what());
   }
@@ -106,7 +106,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   for (float s : ck.norm.std)
     if (!(s > 0)) fail("failed to load checkpoint '", path, "': metadata 'std' must be positive");
 
-  ck.model = std::make_unique<Gmlp<float>>(ck.config);
+  ck.model = make_model<float>(ck.config);
   std::set<std::string> expected;
   for (const ParamInfo& p : ck.model->params()) {
     expected.insert(p.name);
@@ -119,9 +119,9 @@ Checkpoint load_checkpoint(const std::string& path) {
     std::copy(v.begin(), v.end(), ck.model->weights() + p.offset);
   }
   for (const st::TensorInfo& t : file.tensors())
-    if (!expected.count(t.name))
+    if (!expected.count(t.name) && !t.name.ends_with(".num_batches_tracked"))  // torch BN counter
       fail("failed to load checkpoint '", path, "': unexpected tensor '", t.name,
-           "' (not part of a gMLP with this config)");
+           "' (not part of a ", ck.config.model, " with this config)");
   return ck;
 }
 

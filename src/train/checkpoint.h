@@ -1,7 +1,7 @@
 // Checkpoints are safetensors files whose tensors are exactly timm's gMLP state_dict (names,
 // shapes, float32), so they load into timm with strict=True, and a state_dict saved from timm
 // loads here with no flags: the architecture is read from the tensor shapes. Our metadata:
-// "config" (GmlpConfig JSON), "mean"/"std" (input normalisation), "classes" (names), and
+// "config" (ModelConfig JSON), "mean"/"std" (input normalisation), "classes" (names), and
 // anything the caller adds (epoch, step). Writes are atomic.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "data/transform.h"
-#include "nn/gmlp.h"
+#include "nn/model.h"
 
 namespace gmlp {
 
@@ -20,20 +20,20 @@ class File;
 }
 
 struct Checkpoint {
-  GmlpConfig config;
+  ModelConfig config;
   data::Normalization norm;
   std::vector<std::string> class_names;     // may be empty (a timm file)
   std::map<std::string, std::string> metadata;
-  std::unique_ptr<Gmlp<float>> model;
+  std::unique_ptr<Model<float>> model;
 };
 
-void save_checkpoint(const std::string& path, const Gmlp<float>& model,
+void save_checkpoint(const std::string& path, const Model<float>& model,
                      const data::Normalization& norm, const std::vector<std::string>& class_names,
                      const std::map<std::string, std::string>& extra = {});
 
 Checkpoint load_checkpoint(const std::string& path);
 
 // The architecture of a gMLP state_dict, from its tensor shapes alone.
-GmlpConfig config_from_tensors(const st::File& file);
+ModelConfig config_from_tensors(const st::File& file);
 
 }  // namespace gmlp

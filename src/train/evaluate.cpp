@@ -8,7 +8,7 @@
 
 namespace gmlp {
 
-void check_compatible(const GmlpConfig& cfg, const data::ImageSet& set, const std::string& source) {
+void check_compatible(const ModelConfig& cfg, const data::ImageSet& set, const std::string& source) {
   if (set.channels != cfg.in_chans || set.height != cfg.img_size || set.width != cfg.img_size)
     fail("data '", source, "' has ", set.channels, "×", set.height, "×", set.width,
          " images, but the model expects ", cfg.in_chans, "×", cfg.img_size, "×", cfg.img_size);
@@ -17,10 +17,10 @@ void check_compatible(const GmlpConfig& cfg, const data::ImageSet& set, const st
          cfg.num_classes, " outputs");
 }
 
-EvalResult evaluate(Gmlp<float>& model, const data::ImageSet& set, const data::Normalization& norm,
+EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::Normalization& norm,
                     int limit, std::vector<float>* logits) {
   const auto t0 = std::chrono::steady_clock::now();
-  const GmlpConfig& cfg = model.config();
+  const ModelConfig& cfg = model.config();
   const int n = limit > 0 ? std::min(limit, set.count) : set.count;
   const int64_t B = model.planned_batch(), K = cfg.num_classes, C = cfg.in_chans, S = cfg.img_size;
   const int64_t image_size = C * S * S;

@@ -6,7 +6,7 @@
 
 #include "data/idx.h"
 #include "data/transform.h"
-#include "nn/gmlp.h"
+#include "nn/model.h"
 
 namespace gmlp {
 
@@ -18,11 +18,11 @@ struct EvalResult {
 
 // Evaluates the first `limit` images (all when limit <= 0) in batches of up to the model's
 // planned batch. logits, when given, receives (count, K) in file order.
-EvalResult evaluate(Gmlp<float>& model, const data::ImageSet& set, const data::Normalization& norm,
+EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::Normalization& norm,
                     int limit = 0, std::vector<float>* logits = nullptr);
 
 // Checks that a data set fits a model (channels, size, classes); throws a one-line error naming
 // `source` otherwise.
-void check_compatible(const GmlpConfig& cfg, const data::ImageSet& set, const std::string& source);
+void check_compatible(const ModelConfig& cfg, const data::ImageSet& set, const std::string& source);
 
 }  // namespace gmlp

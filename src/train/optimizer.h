@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/buffer.h"
-#include "nn/gmlp.h"
+#include "nn/model.h"
 
 namespace gmlp {
 

@@ -54,7 +54,7 @@ std::string meta_at(const std::map<std::string, std::string>& m, const std::stri
   return it->second;
 }
 
-void save_run(const RunFiles& files, const Gmlp<float>& model, AdamW<float>& opt,
+void save_run(const RunFiles& files, const Model<float>& model, AdamW<float>& opt,
               const data::Normalization& norm, const std::vector<std::string>& classes,
               const TrainOptions& options, int epoch, int64_t step,
               const std::vector<nlohmann::json>& metrics) {
@@ -76,7 +76,7 @@ void save_run(const RunFiles& files, const Gmlp<float>& model, AdamW<float>& opt
 
 }  // namespace
 
-TrainResult train(const GmlpConfig& config_in, const TrainOptions& options_in, bool resume) {
+TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, bool resume) {
   const auto t_start = std::chrono::steady_clock::now();
   TrainOptions opt = options_in;
   const RunFiles files(opt.out_dir);
@@ -84,7 +84,7 @@ TrainResult train(const GmlpConfig& config_in, const TrainOptions& options_in, b
   fs::create_directories(opt.out_dir, ec);
   if (ec) fail("failed to create run folder '", opt.out_dir, "': ", ec.message());
 
-  std::unique_ptr<Gmlp<float>> model;
+  std::unique_ptr<Model<float>> model;
   data::Normalization norm;
   int start_epoch = 0;
   int64_t step = 0, adamw_steps = 0;
@@ -125,12 +125,12 @@ TrainResult train(const GmlpConfig& config_in, const TrainOptions& options_in, b
       }
     }
   } else {
-    model = std::make_unique<Gmlp<float>>(config_in);
+    model = make_model<float>(config_in);
     Rng init_rng(opt.seed);
     model->init(init_rng);
     norm = data::Normalization::gmlp_default(config_in.in_chans);
   }
-  const GmlpConfig& cfg = model->config();
+  const ModelConfig& cfg = model->config();
   const Precision precision = use_precision(opt.precision);
 
   const std::string data_dir = opt.data_dir.empty() ? data::kFashionMnistDir : opt.data_dir;

@@ -45,6 +45,6 @@ struct TrainResult {
 
 // Trains a new model of `config`, or, when resume is true, continues the run in options.out_dir
 // from its last checkpoint (its own config and options win, except epochs which may grow).
-TrainResult train(const GmlpConfig& config, const TrainOptions& options, bool resume);
+TrainResult train(const ModelConfig& config, const TrainOptions& options, bool resume);
 
 }  // namespace gmlp

@@ -1,10 +1,12 @@
-"""Write the PyTorch/timm fixtures that the C++ gMLP parity tests compare against.
+"""Write the PyTorch/timm fixtures that the C++ parity tests compare against.
 
     python tests/reference/make_fixtures.py --out build/fixtures
 
-For each case (tiny_gray, tiny_rgb) it builds timm's gMLP, gives it random weights (fixed seed),
-computes everything in float64 and saves float32:
-  <case>.model.safetensors  the state_dict (timm key names)
+For each case it builds the reference model (timm's where timm has it; tests/reference/models.py),
+gives it random weights (fixed seed), computes everything in float64 and saves float32:
+  <case>.model.safetensors  the state_dict (timm key names). The two timm gMLP cases carry no
+                            metadata (the C++ side reads their config from the tensor shapes);
+                            the others carry gmlp's config JSON, as gmlp's checkpoints do.
   <case>.io.safetensors     images, labels, logits, loss (cross entropy, label smoothing 0.1),
                             grad.<name> for every parameter, then for 3 AdamW steps on the same
                             batch (two param groups as timm, clip_grad_norm 1.0):
@@ -21,23 +23,45 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import models  # noqa: E402
 import timm_gmlp  # noqa: E402
+
+TINY = dict(img_size=8, in_chans=2, patch_size=2, depth=2, dim=8, ffn=16, num_classes=5,
+            heads=2, token_ffn=6, memory=5, attn_dim=4)
+
+
+def kind(model, **extra):
+    cfg = dict(TINY, model=model)
+    cfg.update(extra)
+    return dict(config=cfg, batch=3, seed=len(model) + 10 * len(extra), with_config=True)
+
 
 CASES = {
     "tiny_gray": dict(config=dict(img_size=8, in_chans=1, patch_size=2, depth=2, dim=8, ffn=16,
                                   num_classes=5), batch=3, seed=1),
     "tiny_rgb": dict(config=dict(img_size=12, in_chans=3, patch_size=4, depth=2, dim=12, ffn=24,
                                  num_classes=4), batch=2, seed=2),
+    "amlp": kind("amlp"),
+    "gate_multiplicative": kind("gmlp", gate="multiplicative"),
+    "gate_additive": kind("gmlp", gate="additive"),
+    "gate_linear": kind("gmlp", gate="linear"),
+    "vit": kind("vit"),
+    "mixer": kind("mixer"),
+    "resmlp": kind("resmlp"),
+    "ffonly": kind("ffonly"),
+    "eamlp": kind("eamlp"),
 }
 OPT = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.05, clip_norm=1.0,
            label_smoothing=0.1, steps=3)
 
 
 def param_groups(model):
-    """timm's split: no weight decay for params with ndim <= 1 or names ending in '.bias'."""
+    """timm's split (param_groups_weight_decay): no weight decay for params with ndim <= 1, names
+    ending in '.bias', or names in the model's no_weight_decay() (ViT: cls_token, pos_embed)."""
+    skip = model.no_weight_decay() if hasattr(model, "no_weight_decay") else set()
     decay, no_decay = [], []
     for name, p in model.named_parameters():
-        (no_decay if p.ndim <= 1 or name.endswith(".bias") else decay).append(p)
+        (no_decay if p.ndim <= 1 or name.endswith(".bias") or name in skip else decay).append(p)
     return [dict(params=no_decay, weight_decay=0.0),
             dict(params=decay, weight_decay=OPT["weight_decay"])]
 
@@ -50,13 +74,14 @@ def make_case(name, case, out_dir):
     cfg, batch = case["config"], case["batch"]
     torch.manual_seed(case["seed"])
     gen = torch.Generator().manual_seed(case["seed"])
-    model = timm_gmlp.build(cfg)
+    model = models.build(cfg)
     timm_gmlp.randomize_(model, gen)  # float32 weights: exactly what the C++ side loads
     model_path = os.path.join(out_dir, f"{name}.model.safetensors")
-    save_file({k: f32(v) for k, v in model.state_dict().items()}, model_path)
+    meta = {"config": json.dumps(models.full_config(cfg))} if case.get("with_config") else None
+    save_file({k: f32(v) for k, v in model.state_dict().items()}, model_path, metadata=meta)
     print(f"wrote {model_path}")
 
-    model = model.double().train()  # no dropout/drop_path in this model: train == eval
+    model = model.double().train()  # drop path 0; BatchNorm (cnn) uses batch statistics
     images = torch.randn(batch, cfg["in_chans"], cfg["img_size"], cfg["img_size"], generator=gen)
     labels = torch.randint(0, cfg["num_classes"], (batch,), generator=gen)
     x = images.double()  # images are float32 values, so the C++ input is the same
@@ -70,8 +95,20 @@ def make_case(name, case, out_dir):
     loss.backward()
     io["logits"] = f32(logits)
     io["loss"] = f32(loss.reshape(1))
+    # Elements whose gradient is zero by an invariance (a bias before a softmax or a LayerNorm
+    # that removes it, as the key bias of attention): Adam normalises their rounding noise into
+    # full-size steps, so the C++ test compares their gradient (zero) but not their value after
+    # the steps. zero_grad.<name> marks them with 1.
+    # Float buffers (BatchNorm's running statistics) are parameters without a gradient to gmlp:
+    # their gradient is zero and their value after each step is compared like a parameter's.
+    buffers = [(n, b) for n, b in model.named_buffers() if b.is_floating_point()]
+    for bname, b in buffers:
+        io[f"grad.{bname}"] = f32(torch.zeros_like(b))
     for pname, p in model.named_parameters():
         io[f"grad.{pname}"] = f32(p.grad)
+        zero = p.grad.abs() < 1e-12
+        if zero.any():
+            io[f"zero_grad.{pname}"] = f32(zero.double())
 
     params = [p for _, p in model.named_parameters()]
     opt = torch.optim.AdamW(param_groups(model), lr=OPT["lr"], betas=(OPT["beta1"], OPT["beta2"]),
@@ -83,10 +120,10 @@ def make_case(name, case, out_dir):
         torch.nn.utils.clip_grad_norm_(params, OPT["clip_norm"])
         opt.step()
         io[f"step{k}.loss"] = f32(loss.reshape(1))
-        for pname, p in model.named_parameters():
+        for pname, p in list(model.named_parameters()) + buffers:
             io[f"step{k}.{pname}"] = f32(p)
 
-    metadata = {"config": json.dumps(cfg)}
+    metadata = {"config": json.dumps(models.full_config(cfg))}
     metadata.update({k: repr(v) for k, v in OPT.items()})
     io_path = os.path.join(out_dir, f"{name}.io.safetensors")
     save_file(io, io_path, metadata=metadata)

@@ -1,0 +1,599 @@
+#include "nn/branches.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/matmul.h"
+#include "core/profile.h"
+#include "nn/init.h"
+#include "ops/attention.h"
+#include "ops/gelu.h"
+#include "ops/linear.h"
+#include "ops/sgu.h"
+
+#define GMLP_PROFILE(name) const ::gmlp::profile::Scope gmlp_profile_scope(name)
+
+namespace gmlp {
+namespace {
+
+// A linear layer's parameters: weight (out, in), bias (out).
+struct LinearParams {
+  int64_t w = 0, b = -1, in = 0, out = 0;
+  std::string name;
+  LinearParams() = default;
+  LinearParams(ParamTable& t, const std::string& name, int64_t in, int64_t out, bool bias = true)
+      : w(t.add(name + ".weight", {out, in}, true)),
+        b(bias ? t.add(name + ".bias", {out}, false) : -1),
+        in(in),
+        out(out),
+        name(name) {}
+
+  template <class T>
+  void init(T* wt, InitStyle style, Rng& rng) const {
+    if (style == InitStyle::vit) {  // timm init_weights_vit_timm
+      init::trunc_normal(wt + w, in * out, 0.02, rng);
+      if (b >= 0) init::fill(wt + b, out, T(0));
+      return;
+    }
+    // timm MlpMixer _init_weights: xavier-uniform, biases of layers named '*mlp*' N(0, 1e-6).
+    init::xavier_uniform(wt + w, out, in, rng);
+    if (b < 0) return;
+    if (name.find("mlp") != std::string::npos)
+      init::normal(wt + b, out, 1e-6, rng);
+    else
+      init::fill(wt + b, out, T(0));
+  }
+  template <class T>
+  void forward(T* y, const T* x, const T* wt, int64_t M) const {
+    linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out);
+  }
+  // dx overwritten (nullptr: not wanted) unless accumulate.
+  template <class T>
+  void backward(T* dx, const T* dy, const T* x, const T* wt, T* g, int64_t M,
+                bool accumulate = false) const {
+    linear_backward(dx, g + w, b >= 0 ? g + b : nullptr, dy, x, wt + w, M, in, out, !accumulate);
+  }
+};
+
+// Y (rows, cols) += b[row].
+template <class T>
+void row_bias_add(T* y, const T* b, int64_t rows, int64_t cols) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T v = b[r];
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) y[r * cols + c] += v;
+  }
+}
+
+// db[row] += Σ_c dY(row, c).
+template <class T>
+void row_sum_add(T* db, const T* dy, int64_t rows, int64_t cols) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    T acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t c = 0; c < cols; ++c) acc += dy[r * cols + c];
+    db[r] += acc;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+template <class T>
+class ChannelMlp final : public Branch<T> {
+ public:
+  ChannelMlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t hidden, InitStyle style)
+      : d_(d), F_(hidden), style_(style),
+        fc1_(t, prefix + ".fc1", d.D, hidden), fc2_(t, prefix + ".fc2", hidden, d.D) {}
+  void init(T* w, Rng& rng) const override {
+    fc1_.init(w, style_, rng);
+    fc2_.init(w, style_, rng);
+  }
+  void lay_out(Arena<T>& a, int64_t B) override {
+    const int64_t M = d_.N * B;
+    a.keep(&z_, M * F_);
+    a.keep(&a_, M * F_);
+    if (a.training()) a.temp(&da_, M * F_);
+  }
+  void forward(T* y, const T* xn, const T* w, int64_t B) override {
+    const int64_t M = d_.N * B;
+    { GMLP_PROFILE("fwd.fc1"); fc1_.forward(z_, xn, w, M); }
+    { GMLP_PROFILE("fwd.gelu"); gelu_forward(a_, z_, M * F_); }
+    { GMLP_PROFILE("fwd.fc2"); fc2_.forward(y, a_, w, M); }
+  }
+  void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+    const int64_t M = d_.N * B;
+    { GMLP_PROFILE("bwd.fc2"); fc2_.backward(da_, dy, a_, w, g, M); }
+    { GMLP_PROFILE("bwd.gelu"); gelu_backward_inplace(da_, z_, M * F_); }
+    { GMLP_PROFILE("bwd.fc1"); fc1_.backward(dxn, da_, xn, w, g, M); }
+  }
+  double flops_per_image() const override { return 4.0 * double(d_.N * d_.D * F_); }
+
+ private:
+  BranchDims d_;
+  int64_t F_;
+  InitStyle style_;
+  LinearParams fc1_, fc2_;
+  T *z_ = nullptr, *a_ = nullptr, *da_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm over the rows of each column of X (rows, cols): the feed-forward-only model's
+// LayerNorm(num_tokens) on the transposed activations, without transposing.
+template <class T>
+void column_layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta,
+                              int64_t rows, int64_t cols, T eps) {
+  constexpr int64_t kChunk = 256;
+#pragma omp parallel for schedule(static)
+  for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
+    const int64_t c1 = std::min(cols, c0 + kChunk);
+    for (int64_t c = c0; c < c1; ++c) mean[c] = 0, rstd[c] = 0;
+    for (int64_t r = 0; r < rows; ++r)
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) mean[c] += x[r * cols + c];
+    for (int64_t c = c0; c < c1; ++c) mean[c] /= T(rows);
+    for (int64_t r = 0; r < rows; ++r)
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) {
+        const T d = x[r * cols + c] - mean[c];
+        rstd[c] += d * d;
+      }
+    for (int64_t c = c0; c < c1; ++c) rstd[c] = T(1) / std::sqrt(rstd[c] / T(rows) + eps);
+    for (int64_t r = 0; r < rows; ++r)
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c)
+        y[r * cols + c] = (x[r * cols + c] - mean[c]) * rstd[c] * gamma[r] + beta[r];
+  }
+}
+
+// dx overwritten; dgamma, dbeta (rows) accumulate.
+template <class T>
+void column_layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean,
+                               const T* rstd, const T* gamma, int64_t rows, int64_t cols) {
+  constexpr int64_t kChunk = 256;
+  const int64_t chunks = (cols + kChunk - 1) / kChunk;
+  std::vector<T> dg(size_t(chunks * rows), T(0)), db(size_t(chunks * rows), T(0));
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t c0 = k * kChunk, c1 = std::min(cols, c0 + kChunk);
+    T s1[kChunk] = {}, s2[kChunk] = {};  // Σ dxh, Σ dxh·xh per column
+    for (int64_t r = 0; r < rows; ++r) {
+      T g1 = 0, g2 = 0;
+      for (int64_t c = c0; c < c1; ++c) {
+        const T xh = (x[r * cols + c] - mean[c]) * rstd[c], d = dy[r * cols + c];
+        const T dxh = d * gamma[r];
+        s1[c - c0] += dxh;
+        s2[c - c0] += dxh * xh;
+        g1 += d * xh;
+        g2 += d;
+      }
+      dg[k * rows + r] += g1;
+      db[k * rows + r] += g2;
+    }
+    for (int64_t r = 0; r < rows; ++r)
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) {
+        const T xh = (x[r * cols + c] - mean[c]) * rstd[c];
+        const T dxh = dy[r * cols + c] * gamma[r];
+        dx[r * cols + c] = rstd[c] * (dxh - (s1[c - c0] + xh * s2[c - c0]) / T(rows));
+      }
+  }
+  for (int64_t k = 0; k < chunks; ++k)
+    for (int64_t r = 0; r < rows; ++r) dgamma[r] += dg[k * rows + r], dbeta[r] += db[k * rows + r];
+}
+
+template <class T>
+class TokenMlp final : public Branch<T> {
+ public:
+  TokenMlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t hidden, InitStyle style,
+           const std::string& norm_name, float eps)
+      : d_(d), Tn_(hidden), style_(style), eps_(eps) {
+    if (!norm_name.empty()) {
+      norm_w_ = t.add(norm_name + ".weight", {d.N}, false);
+      norm_b_ = t.add(norm_name + ".bias", {d.N}, false);
+    }
+    fc1_ = LinearParams(t, prefix + ".fc1", d.N, hidden);
+    fc2_ = LinearParams(t, prefix + ".fc2", hidden, d.N);
+  }
+  void init(T* w, Rng& rng) const override {
+    if (norm_w_ >= 0) init::fill(w + norm_w_, d_.N, T(1)), init::fill(w + norm_b_, d_.N, T(0));
+    fc1_.init(w, style_, rng);
+    fc2_.init(w, style_, rng);
+  }
+  void lay_out(Arena<T>& a, int64_t B) override {
+    const int64_t BD = B * d_.D;
+    if (norm_w_ >= 0) {
+      a.keep(&xt_, d_.N * BD);
+      a.keep(&cmean_, BD);
+      a.keep(&crstd_, BD);
+      if (a.training()) a.temp(&dxt_, d_.N * BD);
+    }
+    a.keep(&z_, Tn_ * BD);
+    a.keep(&a_, Tn_ * BD);
+    if (a.training()) a.temp(&da_, Tn_ * BD);
+  }
+  // The batch as one (N × B·D) matrix: Z = W1·X + b1, Y = W2·GELU(Z) + b2.
+  void forward(T* y, const T* xn, const T* w, int64_t B) override {
+    GMLP_PROFILE("fwd.token_mlp");
+    const int64_t N = d_.N, BD = B * d_.D;
+    const T* x = xn;
+    if (norm_w_ >= 0) {
+      column_layernorm_forward(xt_, cmean_, crstd_, xn, w + norm_w_, w + norm_b_, N, BD, T(eps_));
+      x = xt_;
+    }
+    matmul<T>(false, false, Tn_, BD, N, w + fc1_.w, N, x, BD, T(0), z_, BD);
+    row_bias_add(z_, w + fc1_.b, Tn_, BD);
+    gelu_forward(a_, z_, Tn_ * BD);
+    matmul<T>(false, false, N, BD, Tn_, w + fc2_.w, Tn_, a_, BD, T(0), y, BD);
+    row_bias_add(y, w + fc2_.b, N, BD);
+  }
+  void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+    GMLP_PROFILE("bwd.token_mlp");
+    const int64_t N = d_.N, BD = B * d_.D;
+    const T* x = norm_w_ >= 0 ? xt_ : xn;
+    row_sum_add(g + fc2_.b, dy, N, BD);
+    matmul<T>(false, true, N, Tn_, BD, dy, BD, a_, BD, T(1), g + fc2_.w, Tn_);
+    matmul<T>(true, false, Tn_, BD, N, w + fc2_.w, Tn_, dy, BD, T(0), da_, BD);
+    gelu_backward_inplace(da_, z_, Tn_ * BD);
+    row_sum_add(g + fc1_.b, da_, Tn_, BD);
+    matmul<T>(false, true, Tn_, N, BD, da_, BD, x, BD, T(1), g + fc1_.w, N);
+    T* dx = norm_w_ >= 0 ? dxt_ : dxn;
+    matmul<T>(true, false, N, BD, Tn_, w + fc1_.w, N, da_, BD, T(0), dx, BD);
+    if (norm_w_ >= 0)
+      column_layernorm_backward(dxn, g + norm_w_, g + norm_b_, dxt_, xn, cmean_, crstd_,
+                                w + norm_w_, N, BD);
+  }
+  double flops_per_image() const override { return 4.0 * double(d_.N * Tn_ * d_.D); }
+
+ private:
+  BranchDims d_;
+  int64_t Tn_;
+  InitStyle style_;
+  float eps_;
+  int64_t norm_w_ = -1, norm_b_ = -1;
+  LinearParams fc1_, fc2_;
+  T *xt_ = nullptr, *cmean_ = nullptr, *crstd_ = nullptr, *dxt_ = nullptr;
+  T *z_ = nullptr, *a_ = nullptr, *da_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
+template <class T>
+class TokenLinear final : public Branch<T> {
+ public:
+  TokenLinear(ParamTable& t, const std::string& prefix, BranchDims d)
+      : d_(d), lin_(t, prefix, d.N, d.N) {}
+  void init(T* w, Rng& rng) const override { lin_.init(w, InitStyle::mixer, rng); }
+  void lay_out(Arena<T>&, int64_t) override {}
+  void forward(T* y, const T* xn, const T* w, int64_t B) override {
+    GMLP_PROFILE("fwd.token_linear");
+    const int64_t N = d_.N, BD = B * d_.D;
+    matmul<T>(false, false, N, BD, N, w + lin_.w, N, xn, BD, T(0), y, BD);
+    row_bias_add(y, w + lin_.b, N, BD);
+  }
+  void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+    GMLP_PROFILE("bwd.token_linear");
+    const int64_t N = d_.N, BD = B * d_.D;
+    row_sum_add(g + lin_.b, dy, N, BD);
+    matmul<T>(false, true, N, N, BD, dy, BD, xn, BD, T(1), g + lin_.w, N);
+    matmul<T>(true, false, N, BD, N, w + lin_.w, N, dy, BD, T(0), dxn, BD);
+  }
+  double flops_per_image() const override { return 2.0 * double(d_.N * d_.N * d_.D); }
+
+ private:
+  BranchDims d_;
+  LinearParams lin_;
+};
+
+// ---------------------------------------------------------------------------------------------
+template <class T>
+class GatingMlp final : public Branch<T> {
+ public:
+  GatingMlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t ffn,
+            const std::string& gate, float gate_eps, int64_t attn_dim)
+      : d_(d), F_(ffn), gate_(parse_sgu_gate(gate.c_str())), H_(SguShape{d.N, 1, ffn, gate_}.H()),
+        eps_(gate_eps), da_(attn_dim) {
+    fc1_ = LinearParams(t, prefix + ".fc1", d.D, ffn);
+    gnorm_w_ = t.add(prefix + ".gate.norm.weight", {H_}, false);
+    gnorm_b_ = t.add(prefix + ".gate.norm.bias", {H_}, false);
+    proj_w_ = t.add(prefix + ".gate.proj.weight", {d.N, d.N}, true);
+    proj_b_ = t.add(prefix + ".gate.proj.bias", {d.N}, false);
+    fc2_ = LinearParams(t, prefix + ".fc2", H_, d.D);
+    if (da_ > 0) {  // aMLP: reads the block's normalised input, writes into the gate
+      qkv_ = LinearParams(t, prefix + ".attn.qkv", d.D, 3 * da_);
+      aproj_ = LinearParams(t, prefix + ".attn.proj", da_, H_);
+    }
+  }
+  void init(T* w, Rng& rng) const override {
+    fc1_.init(w, InitStyle::mixer, rng);
+    init::fill(w + gnorm_w_, H_, T(1));
+    init::fill(w + gnorm_b_, H_, T(0));
+    init::normal(w + proj_w_, d_.N * d_.N, 1e-6, rng);  // spatial mixing starts near zero ...
+    init::fill(w + proj_b_, d_.N, T(1));                // ... and the gate near one
+    fc2_.init(w, InitStyle::mixer, rng);
+    if (da_ > 0) {
+      qkv_.init(w, InitStyle::mixer, rng);
+      aproj_.init(w, InitStyle::mixer, rng);
+    }
+  }
+  void lay_out(Arena<T>& a, int64_t B) override {
+    const int64_t M = d_.N * B, H = H_;
+    for (auto [p, n] : {std::pair{&z_, M * F_}, {&a_, M * F_}, {&vn_, M * H}, {&mean_, M},
+                        {&rstd_, M}, {&g_, M * H}, {&s_, M * H}})
+      a.keep(p, n);
+    if (da_ > 0)
+      for (auto [p, n] : {std::pair{&qkv_buf_, M * 3 * da_}, {&P_, B * d_.N * d_.N},
+                          {&ao_, M * da_}, {&r_, M * H}})
+        a.keep(p, n);
+    if (!a.training()) return;
+    for (auto [p, n] : {std::pair{&ds_, M * H}, {&dz_, M * F_}, {&scratch_, 2 * M * H}})
+      a.temp(p, n);
+    if (da_ > 0)
+      for (auto [p, n] : {std::pair{&dr_, M * H}, {&dao_, M * da_}, {&dqkv_, M * 3 * da_},
+                          {&ascratch_, B * d_.N * d_.N}})
+        a.temp(p, n);
+  }
+  void forward(T* y, const T* xn, const T* w, int64_t B) override {
+    const int64_t M = d_.N * B;
+    { GMLP_PROFILE("fwd.fc1"); fc1_.forward(z_, xn, w, M); }
+    { GMLP_PROFILE("fwd.gelu"); gelu_forward(a_, z_, M * F_); }
+    if (da_ > 0) {
+      GMLP_PROFILE("fwd.tiny_attn");
+      qkv_.forward(qkv_buf_, xn, w, M);
+      attention_forward(ao_, P_, qkv_buf_, AttnShape{d_.N, B, 1, da_});
+      aproj_.forward(r_, ao_, w, M);
+    }
+    {
+      GMLP_PROFILE("fwd.sgu");
+      sgu_forward(s_, vn_, mean_, rstd_, g_, a_, w + gnorm_w_, w + gnorm_b_, w + proj_w_,
+                  w + proj_b_, shape(B), T(eps_), da_ > 0 ? r_ : nullptr);
+    }
+    { GMLP_PROFILE("fwd.fc2"); fc2_.forward(y, s_, w, M); }
+  }
+  void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+    const int64_t M = d_.N * B;
+    { GMLP_PROFILE("bwd.fc2"); fc2_.backward(ds_, dy, s_, w, g, M); }
+    {
+      GMLP_PROFILE("bwd.sgu");
+      sgu_backward(dz_, g + gnorm_w_, g + gnorm_b_, g + proj_w_, g + proj_b_, ds_, a_, vn_, mean_,
+                   rstd_, g_, w + gnorm_w_, w + proj_w_, shape(B), scratch_,
+                   da_ > 0 ? dr_ : nullptr);
+    }
+    { GMLP_PROFILE("bwd.gelu"); gelu_backward_inplace(dz_, z_, M * F_); }
+    { GMLP_PROFILE("bwd.fc1"); fc1_.backward(dxn, dz_, xn, w, g, M); }
+    if (da_ > 0) {
+      GMLP_PROFILE("bwd.tiny_attn");
+      aproj_.backward(dao_, dr_, ao_, w, g, M);
+      attention_backward(dqkv_, dao_, qkv_buf_, P_, AttnShape{d_.N, B, 1, da_}, ascratch_);
+      qkv_.backward(dxn, dqkv_, xn, w, g, M, /*accumulate=*/true);
+    }
+  }
+  double flops_per_image() const override {
+    const double N = double(d_.N), D = double(d_.D), F = double(F_), H = double(H_), A = double(da_);
+    double f = 2 * N * D * F + 2 * N * N * H + 2 * N * H * D;
+    if (da_ > 0) f += 2 * N * D * 3 * A + 4 * N * N * A + 2 * N * A * H;
+    return f;
+  }
+
+ private:
+  SguShape shape(int64_t B) const { return SguShape{d_.N, B, F_, gate_}; }
+  BranchDims d_;
+  int64_t F_;
+  SguGate gate_;
+  int64_t H_;
+  float eps_;
+  int64_t da_;
+  LinearParams fc1_, fc2_, qkv_, aproj_;
+  int64_t gnorm_w_ = 0, gnorm_b_ = 0, proj_w_ = 0, proj_b_ = 0;
+  T *z_ = nullptr, *a_ = nullptr, *vn_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr,
+    *g_ = nullptr, *s_ = nullptr;
+  T *qkv_buf_ = nullptr, *P_ = nullptr, *ao_ = nullptr, *r_ = nullptr;
+  T *ds_ = nullptr, *dz_ = nullptr, *scratch_ = nullptr;
+  T *dr_ = nullptr, *dao_ = nullptr, *dqkv_ = nullptr, *ascratch_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
+template <class T>
+class SelfAttention final : public Branch<T> {
+ public:
+  SelfAttention(ParamTable& t, const std::string& prefix, BranchDims d, int64_t heads, InitStyle style)
+      : d_(d), heads_(heads), style_(style),
+        qkv_(t, prefix + ".qkv", d.D, 3 * d.D), proj_(t, prefix + ".proj", d.D, d.D) {}
+  void init(T* w, Rng& rng) const override {
+    qkv_.init(w, style_, rng);
+    proj_.init(w, style_, rng);
+  }
+  void lay_out(Arena<T>& a, int64_t B) override {
+    const int64_t M = d_.N * B;
+    a.keep(&qkv_buf_, M * 3 * d_.D);
+    a.keep(&P_, B * heads_ * d_.N * d_.N);
+    a.keep(&o_, M * d_.D);
+    if (!a.training()) return;
+    a.temp(&do_, M * d_.D);
+    a.temp(&dqkv_, M * 3 * d_.D);
+    a.temp(&scratch_, B * heads_ * d_.N * d_.N);
+  }
+  void forward(T* y, const T* xn, const T* w, int64_t B) override {
+    GMLP_PROFILE("fwd.attention");
+    const int64_t M = d_.N * B;
+    qkv_.forward(qkv_buf_, xn, w, M);
+    attention_forward(o_, P_, qkv_buf_, shape(B));
+    proj_.forward(y, o_, w, M);
+  }
+  void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+    GMLP_PROFILE("bwd.attention");
+    const int64_t M = d_.N * B;
+    proj_.backward(do_, dy, o_, w, g, M);
+    attention_backward(dqkv_, do_, qkv_buf_, P_, shape(B), scratch_);
+    qkv_.backward(dxn, dqkv_, xn, w, g, M);
+  }
+  double flops_per_image() const override {
+    const double N = double(d_.N), D = double(d_.D);
+    return 2 * N * D * 3 * D + 4 * N * N * D + 2 * N * D * D;
+  }
+
+ private:
+  AttnShape shape(int64_t B) const { return AttnShape{d_.N, B, heads_, d_.D / heads_}; }
+  BranchDims d_;
+  int64_t heads_;
+  InitStyle style_;
+  LinearParams qkv_, proj_;
+  T *qkv_buf_ = nullptr, *P_ = nullptr, *o_ = nullptr;
+  T *do_ = nullptr, *dqkv_ = nullptr, *scratch_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
+// External attention (Guo et al. 2021, MEAttention with coef 1): per head, on q = query(x):
+//   A = q·M_kᵀ + b_k;  A ← softmax over tokens;  A ← A / (1e-9 + Σ_memory A);  o = A·M_vᵀ + b_v
+// then proj. M_k, M_v (linear_0, linear_1) are shared by the heads and by every image.
+template <class T>
+class ExternalAttention final : public Branch<T> {
+ public:
+  ExternalAttention(ParamTable& t, const std::string& prefix, BranchDims d, int64_t heads,
+                    int64_t memory, InitStyle style)
+      : d_(d), heads_(heads), dh_(d.D / heads), S_(memory), style_(style),
+        query_(t, prefix + ".query", d.D, d.D), mk_(t, prefix + ".linear_0", dh_, memory),
+        mv_(t, prefix + ".linear_1", memory, dh_), proj_(t, prefix + ".proj", d.D, d.D) {}
+  void init(T* w, Rng& rng) const override {
+    for (const LinearParams* l : {&query_, &mk_, &mv_, &proj_}) l->init(w, style_, rng);
+  }
+  void lay_out(Arena<T>& a, int64_t B) override {
+    const int64_t M = d_.N * B, R = M * heads_;  // R rows of (token, image, head)
+    a.keep(&q_, M * d_.D);
+    a.keep(&p_, R * S_);
+    a.keep(&psum_, R);
+    a.keep(&r_, R * S_);
+    a.keep(&o_, M * d_.D);
+    if (!a.training()) return;
+    a.temp(&do_, M * d_.D);
+    a.temp(&dr_, R * S_);
+    a.temp(&dq_, M * d_.D);
+  }
+  void forward(T* y, const T* xn, const T* w, int64_t B) override {
+    GMLP_PROFILE("fwd.external_attention");
+    const int64_t M = d_.N * B, R = M * heads_, cols = B * heads_ * S_;
+    query_.forward(q_, xn, w, M);
+    mk_.forward(p_, q_, w, R);  // (R, dh) → (R, S): q rows of every head are dh-wide
+    // Softmax over tokens: p viewed as (N, B·heads·S), one softmax per column.
+#pragma omp parallel for schedule(static)
+    for (int64_t c0 = 0; c0 < cols; c0 += 256) {
+      const int64_t c1 = std::min(cols, c0 + 256);
+      T mx[256], sum[256];
+      for (int64_t c = c0; c < c1; ++c) mx[c - c0] = p_[c], sum[c - c0] = 0;
+      for (int64_t n = 1; n < d_.N; ++n)
+        for (int64_t c = c0; c < c1; ++c) mx[c - c0] = std::max(mx[c - c0], p_[n * cols + c]);
+      for (int64_t n = 0; n < d_.N; ++n)
+        for (int64_t c = c0; c < c1; ++c) {
+          const T e = std::exp(p_[n * cols + c] - mx[c - c0]);
+          p_[n * cols + c] = e;
+          sum[c - c0] += e;
+        }
+      for (int64_t n = 0; n < d_.N; ++n)
+        for (int64_t c = c0; c < c1; ++c) p_[n * cols + c] /= sum[c - c0];
+    }
+    // Then over the memory units of each row.
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < R; ++r) {
+      T s = 0;
+      for (int64_t k = 0; k < S_; ++k) s += p_[r * S_ + k];
+      psum_[r] = s;
+      const T inv = T(1) / (T(1e-9) + s);
+      for (int64_t k = 0; k < S_; ++k) r_[r * S_ + k] = p_[r * S_ + k] * inv;
+    }
+    mv_.forward(o_, r_, w, R);  // (R, S) → (R, dh) = (M, D)
+    proj_.forward(y, o_, w, M);
+  }
+  void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+    GMLP_PROFILE("bwd.external_attention");
+    const int64_t M = d_.N * B, R = M * heads_, cols = B * heads_ * S_;
+    proj_.backward(do_, dy, o_, w, g, M);
+    mv_.backward(dr_, do_, r_, w, g, R);
+    // r = p / (ε + Σp):  dp = (dr − Σ_k dr·r) / (ε + Σp), written over dr.
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < R; ++r) {
+      T dot = 0;
+      for (int64_t k = 0; k < S_; ++k) dot += dr_[r * S_ + k] * r_[r * S_ + k];
+      const T inv = T(1) / (T(1e-9) + psum_[r]);
+      for (int64_t k = 0; k < S_; ++k) dr_[r * S_ + k] = (dr_[r * S_ + k] - dot) * inv;
+    }
+    // Softmax over tokens: da = p ⊙ (dp − Σ_n dp·p), per column, written over dr.
+#pragma omp parallel for schedule(static)
+    for (int64_t c0 = 0; c0 < cols; c0 += 256) {
+      const int64_t c1 = std::min(cols, c0 + 256);
+      T dot[256] = {};
+      for (int64_t n = 0; n < d_.N; ++n)
+        for (int64_t c = c0; c < c1; ++c) dot[c - c0] += dr_[n * cols + c] * p_[n * cols + c];
+      for (int64_t n = 0; n < d_.N; ++n)
+        for (int64_t c = c0; c < c1; ++c)
+          dr_[n * cols + c] = p_[n * cols + c] * (dr_[n * cols + c] - dot[c - c0]);
+    }
+    mk_.backward(dq_, dr_, q_, w, g, R);
+    query_.backward(dxn, dq_, xn, w, g, M);
+  }
+  double flops_per_image() const override {
+    const double N = double(d_.N), D = double(d_.D), S = double(S_);
+    return 2 * N * D * D * 2 + 2 * 2 * N * D * S;
+  }
+
+ private:
+  BranchDims d_;
+  int64_t heads_, dh_, S_;
+  InitStyle style_;
+  LinearParams query_, mk_, mv_, proj_;
+  T *q_ = nullptr, *p_ = nullptr, *psum_ = nullptr, *r_ = nullptr, *o_ = nullptr;
+  T *do_ = nullptr, *dr_ = nullptr, *dq_ = nullptr;
+};
+
+}  // namespace
+
+template <class T>
+std::unique_ptr<Branch<T>> make_channel_mlp(ParamTable& t, const std::string& prefix, BranchDims d,
+                                            int64_t hidden, InitStyle style) {
+  return std::make_unique<ChannelMlp<T>>(t, prefix, d, hidden, style);
+}
+template <class T>
+std::unique_ptr<Branch<T>> make_token_mlp(ParamTable& t, const std::string& prefix, BranchDims d,
+                                          int64_t hidden, InitStyle style,
+                                          const std::string& token_norm_name, float eps) {
+  return std::make_unique<TokenMlp<T>>(t, prefix, d, hidden, style, token_norm_name, eps);
+}
+template <class T>
+std::unique_ptr<Branch<T>> make_token_linear(ParamTable& t, const std::string& prefix, BranchDims d) {
+  return std::make_unique<TokenLinear<T>>(t, prefix, d);
+}
+template <class T>
+std::unique_ptr<Branch<T>> make_gating_mlp(ParamTable& t, const std::string& prefix, BranchDims d,
+                                           int64_t ffn, const std::string& gate, float gate_eps,
+                                           int64_t attn_dim) {
+  return std::make_unique<GatingMlp<T>>(t, prefix, d, ffn, gate, gate_eps, attn_dim);
+}
+template <class T>
+std::unique_ptr<Branch<T>> make_self_attention(ParamTable& t, const std::string& prefix,
+                                               BranchDims d, int64_t heads, InitStyle style) {
+  return std::make_unique<SelfAttention<T>>(t, prefix, d, heads, style);
+}
+template <class T>
+std::unique_ptr<Branch<T>> make_external_attention(ParamTable& t, const std::string& prefix,
+                                                   BranchDims d, int64_t heads, int64_t memory,
+                                                   InitStyle style) {
+  return std::make_unique<ExternalAttention<T>>(t, prefix, d, heads, memory, style);
+}
+
+#define GMLP_INSTANTIATE(T)                                                                       \
+  template std::unique_ptr<Branch<T>> make_channel_mlp<T>(ParamTable&, const std::string&,        \
+                                                          BranchDims, int64_t, InitStyle);        \
+  template std::unique_ptr<Branch<T>> make_token_mlp<T>(ParamTable&, const std::string&,          \
+                                                        BranchDims, int64_t, InitStyle,           \
+                                                        const std::string&, float);               \
+  template std::unique_ptr<Branch<T>> make_token_linear<T>(ParamTable&, const std::string&,       \
+                                                           BranchDims);                           \
+  template std::unique_ptr<Branch<T>> make_gating_mlp<T>(ParamTable&, const std::string&,         \
+                                                         BranchDims, int64_t, const std::string&, \
+                                                         float, int64_t);                         \
+  template std::unique_ptr<Branch<T>> make_self_attention<T>(ParamTable&, const std::string&,     \
+                                                             BranchDims, int64_t, InitStyle);     \
+  template std::unique_ptr<Branch<T>> make_external_attention<T>(                                 \
+      ParamTable&, const std::string&, BranchDims, int64_t, int64_t, InitStyle);
+GMLP_INSTANTIATE(float)
+GMLP_INSTANTIATE(double)
+
+}  // namespace gmlp

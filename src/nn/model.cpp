@@ -1,0 +1,105 @@
+#include "nn/model.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "nn/token_model.h"
+
+namespace gmlp {
+
+int64_t ParamTable::add(const std::string& name, std::vector<int64_t> shape, bool decay,
+                        bool trainable) {
+  for (const ParamInfo& p : params_) GMLP_CHECK(p.name != name);
+  ParamInfo p;
+  p.name = name;
+  p.numel = 1;
+  for (int64_t d : shape) p.numel *= d;
+  p.shape = std::move(shape);
+  p.offset = total();
+  p.decay = decay;
+  p.trainable = trainable;
+  params_.push_back(p);
+  return p.offset;
+}
+
+template <class T>
+void Arena<T>::allocate(Buffer<T>& buf) {
+  auto round = [](int64_t n) { return (n + 15) / 16 * 16; };  // 64-byte aligned views
+  const int layers = layer_ + 1;
+  // Sizes: the global region in full; per layer, its keep and temp sums.
+  int64_t global = 0;
+  std::vector<int64_t> keep(layers, 0), temp(layers, 0);
+  for (const Request& r : requests_) {
+    if (r.region == Region::global) global += round(r.n);
+    if (r.region == Region::keep) keep[r.layer] += round(r.n);
+    if (r.region == Region::temp) temp[r.layer] += round(r.n);
+  }
+  const bool train = training();
+  int64_t keep_total = 0, temp_max = 0;
+  std::vector<int64_t> keep_base(layers, 0);
+  for (int l = 0; l < layers; ++l) {
+    keep_base[l] = train ? keep_total : 0;
+    keep_total = train ? keep_total + keep[l] : std::max(keep_total, keep[l]);
+    temp_max = std::max(temp_max, temp[l]);
+  }
+  buf.resize(size_t(global + keep_total + temp_max));
+  T* base = buf.data();
+  int64_t g_off = 0;
+  std::vector<int64_t> k_off = keep_base, t_off(layers, 0);
+  for (const Request& r : requests_) {
+    int64_t at = 0;
+    switch (r.region) {
+      case Region::global: at = g_off, g_off += round(r.n); break;
+      case Region::keep: at = global + k_off[r.layer], k_off[r.layer] += round(r.n); break;
+      case Region::temp: at = global + keep_total + t_off[r.layer], t_off[r.layer] += round(r.n); break;
+    }
+    *r.ptr = base + at;
+  }
+}
+
+template <class T>
+int64_t Model<T>::num_trainable() const {
+  int64_t n = 0;
+  for (const ParamInfo& p : params())
+    if (p.trainable) n += p.numel;
+  return n;
+}
+
+template <class T>
+const ParamInfo& Model<T>::param(const std::string& name) const {
+  for (const auto& p : params())
+    if (p.name == name) return p;
+  fail("the model has no parameter named '", name, "'");
+}
+
+template <class T>
+void Model<T>::allocate_params() {
+  w_.resize(size_t(table_.total()));
+  g_.resize(size_t(table_.total()));
+}
+
+template <class T>
+void Model<T>::plan(int64_t max_batch, Mode mode) {
+  GMLP_CHECK(max_batch > 0);
+  Arena<T> arena(mode);
+  lay_out(arena, max_batch);
+  arena.allocate(acts_);
+  max_batch_ = max_batch;
+  mode_ = mode;
+}
+
+template <class T>
+std::unique_ptr<Model<T>> make_model(const ModelConfig& config) {
+  config.validate();
+  if (config.model == "cnn") fail("model cnn is not built yet");
+  return std::make_unique<TokenModel<T>>(config);
+}
+
+template class Arena<float>;
+template class Arena<double>;
+template class Model<float>;
+template class Model<double>;
+template std::unique_ptr<Model<float>> make_model<float>(const ModelConfig&);
+template std::unique_ptr<Model<double>> make_model<double>(const ModelConfig&);
+
+}  // namespace gmlp

@@ -1,0 +1,138 @@
+// What every model is to the trainer, the evaluator, checkpoints and the CLI: a table of named
+// parameters in one flat array (gradients and the optimizer's moments share its layout), a
+// memory plan for a maximum batch, and forward/backward on token-major activations.
+//
+//   auto model = make_model<float>(config);   // any kind in config.model
+//   model->init(rng);  model->plan(128);
+//   const float* logits = model->forward(images, B, &rng);   // rng: training (drop path, BN stats)
+//   model->zero_grad();  model->backward(dlogits);
+//
+// Memory is planned once (Arena below): forward and backward allocate nothing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/rng.h"
+#include "nn/config.h"
+
+namespace gmlp {
+
+struct ParamInfo {
+  std::string name;            // state_dict key (timm's, where timm has the model)
+  std::vector<int64_t> shape;  // state_dict shape
+  int64_t offset = 0, numel = 0;
+  bool decay = false;          // weight decay applies (timm: not to biases and 1-D params)
+  bool trainable = true;       // false for buffers such as BatchNorm's running statistics
+};
+
+// Registers parameters and hands out their offsets into the flat array.
+class ParamTable {
+ public:
+  int64_t add(const std::string& name, std::vector<int64_t> shape, bool decay, bool trainable = true);
+  const std::vector<ParamInfo>& list() const { return params_; }
+  int64_t total() const { return params_.empty() ? 0 : params_.back().offset + params_.back().numel; }
+
+ private:
+  std::vector<ParamInfo> params_;
+};
+
+// What plan() lays out memory for: training keeps every layer's activations for backward;
+// inference lets all layers share one layer's worth and has no backward scratch.
+enum class Mode { train, infer };
+
+// A memory plan: views are requested first, then one allocation is carved into them.
+//   global(p, n)  the model's own buffers (input, residual stream, head), always distinct
+//   keep(p, n)    a layer's activations saved for backward: distinct per layer in training,
+//                 one shared region in inference
+//   temp(p, n)    a layer's scratch within one forward or backward call: shared by all layers
+// Layers call next_layer() between themselves so the plan knows where one ends.
+template <class T>
+class Arena {
+ public:
+  explicit Arena(Mode mode) : mode_(mode) {}
+  bool training() const { return mode_ == Mode::train; }
+  void global(T** p, int64_t n) { requests_.push_back({p, n, Region::global, layer_}); }
+  void keep(T** p, int64_t n) { requests_.push_back({p, n, Region::keep, layer_}); }
+  void temp(T** p, int64_t n) { requests_.push_back({p, n, Region::temp, layer_}); }
+  void next_layer() { ++layer_; }
+  // Allocates buf and points every requested view into it (64-byte aligned each).
+  void allocate(Buffer<T>& buf);
+
+ private:
+  enum class Region { global, keep, temp };
+  struct Request {
+    T** ptr;
+    int64_t n;
+    Region region;
+    int layer;
+  };
+  Mode mode_;
+  int layer_ = 0;
+  std::vector<Request> requests_;
+};
+
+template <class T>
+class Model {
+ public:
+  explicit Model(const ModelConfig& config) : cfg_(config) {}
+  virtual ~Model() = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+  const std::vector<ParamInfo>& params() const { return table_.list(); }
+  int64_t num_params() const { return int64_t(w_.size()); }
+  // Trainable parameters only (what papers count; buffers excluded).
+  int64_t num_trainable() const;
+  T* weights() { return w_.data(); }
+  const T* weights() const { return w_.data(); }
+  T* grads() { return g_.data(); }
+  const T* grads() const { return g_.data(); }
+  const ParamInfo& param(const std::string& name) const;  // throws gmlp::Error if unknown
+  void zero_grad() { g_.zero(); }
+
+  // The reference implementation's initialisation (timm's where timm has the model).
+  virtual void init(Rng& rng) = 0;
+
+  // Plans activations for batches of up to max_batch images. Must precede forward().
+  void plan(int64_t max_batch, Mode mode = Mode::train);
+  int64_t planned_batch() const { return max_batch_; }
+  Mode planned_mode() const { return mode_; }
+  size_t activation_bytes() const { return acts_.size() * sizeof(T); }
+
+  // images: (B, C, S, S), normalised. Returns logits (B, K), valid until the next forward.
+  // rng non-null means training: stochastic depth is drawn from it and BatchNorm uses (and
+  // updates) batch statistics.
+  virtual const T* forward(const T* images, int64_t B, Rng* rng = nullptr) = 0;
+  // Accumulates parameter gradients for the last forward's batch; dlogits: (B, K).
+  virtual void backward(const T* dlogits) = 0;
+
+  // Multiply-adds ×2 of one image's forward pass (matrix products and convolutions).
+  virtual double flops_per_image() const = 0;
+
+ protected:
+  int64_t add_param(const std::string& name, std::vector<int64_t> shape, bool decay,
+                    bool trainable = true) {
+    return table_.add(name, std::move(shape), decay, trainable);
+  }
+  void allocate_params();  // after the last add_param
+  virtual void lay_out(Arena<T>& arena, int64_t max_batch) = 0;
+
+  ModelConfig cfg_;
+  ParamTable table_;
+  Buffer<T> w_, g_;
+  Buffer<T> acts_;
+  int64_t max_batch_ = 0, batch_ = 0;
+  Mode mode_ = Mode::train;
+};
+
+// Builds the model config.model names (validating the config first).
+template <class T>
+std::unique_ptr<Model<T>> make_model(const ModelConfig& config);
+
+}  // namespace gmlp

@@ -1,0 +1,198 @@
+#include "ops/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "core/matmul.h"
+
+namespace gmlp {
+
+namespace {
+
+// The (b, h) pairs run in parallel, each pair's products single-threaded inside the region.
+// matmul's bf16 path shares process-wide bf16 scratch copies and a primitive cache, so it must
+// not be entered from several threads at once: in bf16 the pairs run one after another and each
+// product parallelises inside matmul instead.
+template <class T>
+bool pairs_in_parallel() {
+  return !(std::is_same_v<T, float> && matmul_precision() == Precision::bf16);
+}
+
+// Where one (b, h) pair's matrices start, and their row strides.
+struct Views {
+  int64_t W, ldqkv, ldo;
+  Views(const AttnShape& s) : W(s.width()), ldqkv(s.B * 3 * s.width()), ldo(s.B * s.width()) {}
+  int64_t q(const AttnShape& s, int64_t b, int64_t h) const { return b * 3 * W + h * s.dh; }
+  int64_t o(const AttnShape& s, int64_t b, int64_t h) const { return b * W + h * s.dh; }
+};
+
+}  // namespace
+
+template <class T>
+void attention_forward(T* o, T* P, const T* qkv, AttnShape s) {
+  const int64_t N = s.N, dh = s.dh, pairs = s.B * s.heads;
+  const Views v(s);
+  const T scale = T(1) / std::sqrt(T(dh));
+#pragma omp parallel for schedule(static) if (pairs_in_parallel<T>())
+  for (int64_t bh = 0; bh < pairs; ++bh) {
+    const int64_t b = bh / s.heads, h = bh % s.heads;
+    const T* Q = qkv + v.q(s, b, h);
+    const T* K = Q + v.W;
+    const T* V = Q + 2 * v.W;
+    T* Pbh = P + bh * N * N;
+    matmul<T>(false, true, N, N, dh, Q, v.ldqkv, K, v.ldqkv, T(0), Pbh, N);  // Q Kᵀ (unscaled)
+    for (int64_t i = 0; i < N; ++i) {
+      T* p = Pbh + i * N;
+      T mx = p[0];
+      for (int64_t j = 1; j < N; ++j) mx = std::max(mx, p[j]);
+      T sum = 0;
+      for (int64_t j = 0; j < N; ++j) {  // scale > 0, so max(S·scale) = scale·max(S)
+        p[j] = std::exp((p[j] - mx) * scale);
+        sum += p[j];
+      }
+      const T inv = T(1) / sum;
+#pragma omp simd
+      for (int64_t j = 0; j < N; ++j) p[j] *= inv;
+    }
+    matmul<T>(false, false, N, dh, N, Pbh, N, V, v.ldqkv, T(0), o + v.o(s, b, h), v.ldo);
+  }
+}
+
+template <class T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnShape s,
+                        T* scratch) {
+  const int64_t N = s.N, dh = s.dh, pairs = s.B * s.heads;
+  const Views v(s);
+  const T scale = T(1) / std::sqrt(T(dh));
+  // Each pair overwrites its own dh columns of dq, dk and dv in its batch item's rows: together
+  // the pairs cover all of dqkv exactly once.
+#pragma omp parallel for schedule(static) if (pairs_in_parallel<T>())
+  for (int64_t bh = 0; bh < pairs; ++bh) {
+    const int64_t b = bh / s.heads, h = bh % s.heads;
+    const int64_t qoff = v.q(s, b, h);
+    const T* Q = qkv + qoff;
+    const T* K = Q + v.W;
+    const T* V = Q + 2 * v.W;
+    T* dQ = dqkv + qoff;
+    T* dK = dQ + v.W;
+    T* dV = dQ + 2 * v.W;
+    const T* dO = dout + v.o(s, b, h);
+    const T* Pbh = P + bh * N * N;
+    T* dS = scratch + bh * N * N;
+    // fwd: O = P V  =>  dP = dO Vᵀ,  dV = Pᵀ dO
+    matmul<T>(false, true, N, N, dh, dO, v.ldo, V, v.ldqkv, T(0), dS, N);
+    matmul<T>(true, false, N, dh, N, Pbh, N, dO, v.ldo, T(0), dV, v.ldqkv);
+    // fwd: P = softmax(S·scale) by rows  =>  d(S·scale) = P ⊙ (dP − rowsum(dP ⊙ P)); the scale
+    // is folded in here so that both products below are plain.
+    for (int64_t i = 0; i < N; ++i) {
+      T* d = dS + i * N;
+      const T* p = Pbh + i * N;
+      T c = 0;
+#pragma omp simd reduction(+ : c)
+      for (int64_t j = 0; j < N; ++j) c += d[j] * p[j];
+#pragma omp simd
+      for (int64_t j = 0; j < N; ++j) d[j] = p[j] * (d[j] - c) * scale;
+    }
+    // fwd: S = Q Kᵀ  =>  dQ = dS K,  dK = dSᵀ Q
+    matmul<T>(false, false, N, dh, N, dS, N, K, v.ldqkv, T(0), dQ, v.ldqkv);
+    matmul<T>(true, false, N, dh, N, dS, N, Q, v.ldqkv, T(0), dK, v.ldqkv);
+  }
+}
+
+namespace {
+// Index of element (token n, batch b, column c) of a token-major (N, B, cols) tensor.
+inline int64_t at(const AttnShape& s, int64_t cols, int64_t n, int64_t b, int64_t c) {
+  return (n * s.B + b) * cols + c;
+}
+
+// The reference's probabilities for one (b, h): P[i·N + j], query i, key j.
+template <class T>
+std::vector<double> ref_probs(const T* qkv, AttnShape s, int64_t b, int64_t h) {
+  const int64_t N = s.N, W = s.width(), C = 3 * W;
+  const double scale = 1.0 / std::sqrt(double(s.dh));
+  std::vector<double> P(N * N);
+  for (int64_t i = 0; i < N; ++i) {
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int64_t d = 0; d < s.dh; ++d)
+        acc += double(qkv[at(s, C, i, b, h * s.dh + d)]) *
+               double(qkv[at(s, C, j, b, W + h * s.dh + d)]);
+      P[i * N + j] = acc * scale;
+      mx = std::max(mx, P[i * N + j]);
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < N; ++j) sum += P[i * N + j] = std::exp(P[i * N + j] - mx);
+    for (int64_t j = 0; j < N; ++j) P[i * N + j] /= sum;
+  }
+  return P;
+}
+}  // namespace
+
+template <class T>
+void attention_forward_ref(T* o, const T* qkv, AttnShape s) {
+  const int64_t N = s.N, W = s.width(), C = 3 * W;
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const std::vector<double> P = ref_probs(qkv, s, b, h);
+      for (int64_t i = 0; i < N; ++i)
+        for (int64_t d = 0; d < s.dh; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j < N; ++j)
+            acc += P[i * N + j] * double(qkv[at(s, C, j, b, 2 * W + h * s.dh + d)]);
+          o[at(s, W, i, b, h * s.dh + d)] = T(acc);
+        }
+    }
+}
+
+template <class T>
+void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s) {
+  const int64_t N = s.N, W = s.width(), C = 3 * W, dh = s.dh;
+  const double scale = 1.0 / std::sqrt(double(dh));
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const std::vector<double> P = ref_probs(qkv, s, b, h);
+      auto q = [&](int64_t n, int64_t d) { return double(qkv[at(s, C, n, b, h * dh + d)]); };
+      auto k = [&](int64_t n, int64_t d) { return double(qkv[at(s, C, n, b, W + h * dh + d)]); };
+      auto vv = [&](int64_t n, int64_t d) {
+        return double(qkv[at(s, C, n, b, 2 * W + h * dh + d)]);
+      };
+      auto dO = [&](int64_t n, int64_t d) { return double(dout[at(s, W, n, b, h * dh + d)]); };
+      // dP[i][j] = Σ_d dO[i][d] V[j][d];  dS = P ⊙ (dP − Σ_j dP ⊙ P)
+      std::vector<double> dS(N * N);
+      for (int64_t i = 0; i < N; ++i) {
+        double c = 0;
+        for (int64_t j = 0; j < N; ++j) {
+          double dp = 0;
+          for (int64_t d = 0; d < dh; ++d) dp += dO(i, d) * vv(j, d);
+          dS[i * N + j] = dp;
+          c += dp * P[i * N + j];
+        }
+        for (int64_t j = 0; j < N; ++j) dS[i * N + j] = P[i * N + j] * (dS[i * N + j] - c);
+      }
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t d = 0; d < dh; ++d) {
+          double dq = 0, dk = 0, dv = 0;
+          for (int64_t m = 0; m < N; ++m) {
+            dq += dS[n * N + m] * k(m, d) * scale;   // S[n][m] = scale Σ q[n]·k[m]
+            dk += dS[m * N + n] * q(m, d) * scale;   // S[m][n] = scale Σ q[m]·k[n]
+            dv += P[m * N + n] * dO(m, d);           // O[m] = Σ_n P[m][n] v[n]
+          }
+          dqkv[at(s, C, n, b, h * dh + d)] = T(dq);
+          dqkv[at(s, C, n, b, W + h * dh + d)] = T(dk);
+          dqkv[at(s, C, n, b, 2 * W + h * dh + d)] = T(dv);
+        }
+    }
+}
+
+#define GMLP_INSTANTIATE(T)                                                                  \
+  template void attention_forward<T>(T*, T*, const T*, AttnShape);                          \
+  template void attention_backward<T>(T*, const T*, const T*, const T*, AttnShape, T*);     \
+  template void attention_forward_ref<T>(T*, const T*, AttnShape);                          \
+  template void attention_backward_ref<T>(T*, const T*, const T*, AttnShape);
+GMLP_INSTANTIATE(float)
+GMLP_INSTANTIATE(double)
+
+}  // namespace gmlp

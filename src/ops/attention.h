@@ -1,0 +1,42 @@
+// Softmax self-attention on token-major packed QKV (Vaswani et al. 2017; timm's ViT Attention
+// after its qkv Linear, and aMLP's tiny single-head attention, Liu et al. 2021 §4.3):
+//   for every batch item b and head h:  S = Q Kᵀ · scale,  P = softmax over keys (S),  O = P V
+// with scale = 1/sqrt(dh). The projections (qkv Linear, output Linear) are separate linear ops.
+//
+// Layout. qkv is (N, B, 3·W) token-major (row n·B + b), W = heads·dh, each row [q | k | v], and
+// within q (and k, v) head h owns columns h·dh .. h·dh+dh-1: timm's
+// qkv.reshape(B, N, 3, heads, dh) order. So Q_bh is the N×dh matrix at qkv + b·3W + h·dh with
+// row stride B·3W (K at +W, V at +2W), and O_bh is at o + b·W + h·dh with row stride B·W: every
+// product is one strided GEMM, no copies or transposes.
+#pragma once
+
+#include <cstdint>
+
+namespace gmlp {
+
+struct AttnShape {
+  int64_t N, B, heads, dh;  // tokens, batch, heads, width per head
+  int64_t width() const { return heads * dh; }  // D_attn
+};
+
+// o: (N, B, width) overwritten, head h at columns h·dh. P: (B, heads, N, N) overwritten with the
+// softmax probabilities (saved for backward), row = query, column = key. Softmax is stable
+// (the row max is subtracted before exp).
+template <class T>
+void attention_forward(T* o, T* P, const T* qkv, AttnShape s);
+
+// dqkv: (N, B, 3·width) overwritten with ∂L/∂qkv given dout = ∂L/∂o (N, B, width) and the P
+// saved by attention_forward. scratch: B·heads·N·N values (dP, then dS in place), overwritten.
+//   dP = dO Vᵀ,  dV = Pᵀ dO,  dS = P ⊙ (dP − rowsum(dP ⊙ P)),  dQ = dS K·scale,  dK = dSᵀ Q·scale
+template <class T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnShape s,
+                        T* scratch);
+
+// Plain loops (double accumulation) straight from the definition; no saved state. The backward
+// recomputes P and overwrites dqkv.
+template <class T>
+void attention_forward_ref(T* o, const T* qkv, AttnShape s);
+template <class T>
+void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s);
+
+}  // namespace gmlp
