@@ -1,10 +1,10 @@
-// gmlp train: trains a gMLP on Fashion-MNIST from a preset, or resumes a run.
+// gmlp train: trains an image classifier on Fashion-MNIST from a preset, or resumes a run.
+// The training flags are shared with gmlp compare (add_train_flags / resolve_training).
 #include <cstdio>
 
 #include "commands.h"
 #include "core/error.h"
 #include "core/threads.h"
-#include "train/trainer.h"
 
 namespace gmlp::cli {
 
@@ -13,55 +13,99 @@ void add_threads_option(CLI::App& sub, int& threads) {
       ->capture_default_str();
 }
 
+void add_train_flags(CLI::App& sub, TrainFlags& f) {
+  TrainOptions& o = f.opt;
+  f.epochs = sub.add_option("--epochs", o.epochs, "Epochs (default: the preset's)");
+  f.batch = sub.add_option("--batch-size", o.batch_size, "Images per step (default: the preset's)");
+  f.lr = sub.add_option("--lr", o.lr, "Peak learning rate (default: the preset's)");
+  f.wd = sub.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay (default: the preset's; DeiT 0.05)");
+  sub.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str();
+  sub.add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")->capture_default_str();
+  sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->capture_default_str();
+  sub.add_option("--label-smoothing", o.label_smoothing, "Label smoothing (DeiT 0.1)")->capture_default_str();
+  sub.add_option("--crop-padding", o.crop_padding, "Random-crop padding in pixels (0: off)")->capture_default_str();
+  sub.add_flag("!--no-hflip", o.hflip, "Disable random horizontal flips");
+  sub.add_option("--mixup", o.mixup_alpha, "Mixup: λ ~ Beta(α, α) (0: off; DeiT 0.8)")->capture_default_str();
+  sub.add_option("--cutmix", o.cutmix_alpha, "CutMix: λ ~ Beta(α, α) (0: off; DeiT 1.0)")->capture_default_str();
+  sub.add_option("--mix-prob", o.mix_prob, "Chance a batch is mixed when Mixup or CutMix is on (DeiT 1.0)")->capture_default_str();
+  sub.add_option("--switch-prob", o.switch_prob, "Chance of CutMix rather than Mixup when both are on (DeiT 0.5)")->capture_default_str();
+  sub.add_option("--random-erase", o.erase_prob, "Random erasing probability per image (0: off; DeiT 0.25)")->capture_default_str();
+  sub.add_option("--drop-path", f.drop_path, "Stochastic depth of the last block, linear in depth from 0 (default: the preset's; DeiT-S 0.1)");
+  sub.add_option("--set", f.sets, "Override a model config field, e.g. --set gate=additive --set dim=96 (see `gmlp info --json`)");
+  sub.add_option("--seed", o.seed, "Seed of initialisation, order, augmentation")->capture_default_str();
+  sub.add_option("--train-limit", o.train_limit, "Train on the first N images only (0: all)")->capture_default_str();
+  sub.add_option("--data-dir", o.data_dir, "Folder with the Fashion-MNIST IDX files (default: /usr/share/datasets/fashion-mnist)");
+  sub.add_option("--precision", o.precision, "Matrix products: f32, or bf16 (fp32 accumulation and master weights)")
+      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+}
+
+ModelConfig apply_sets(ModelConfig cfg, const std::vector<std::string>& sets) {
+  nlohmann::json j = cfg.to_json();
+  for (const std::string& s : sets) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) fail("invalid --set '", s, "': expected key=value");
+    const std::string key = s.substr(0, eq), value = s.substr(eq + 1);
+    if (!j.contains(key)) {
+      std::string keys;
+      for (auto it = j.begin(); it != j.end(); ++it) keys += (keys.empty() ? "" : ", ") + it.key();
+      fail("invalid --set '", s, "': the model config has no field '", key, "' (fields: ", keys, ")");
+    }
+    if (j[key].is_string()) {
+      j[key] = value;
+    } else {
+      nlohmann::json v = nlohmann::json::parse(value, nullptr, false);
+      if (v.is_discarded() || !v.is_number())
+        fail("invalid --set '", s, "': '", key, "' takes a number (got '", value, "')");
+      j[key] = v;
+    }
+  }
+  try {
+    cfg = ModelConfig::from_json(j);
+  } catch (const nlohmann::json::exception& e) {
+    fail("invalid --set: ", e.what());
+  }
+  cfg.validate();
+  return cfg;
+}
+
+std::pair<ModelConfig, TrainOptions> resolve_training(const Preset& p, const TrainFlags& f) {
+  ModelConfig cfg = p.config;
+  TrainOptions opt = f.opt;
+  if (f.drop_path >= 0) cfg.drop_path = f.drop_path;
+  cfg = apply_sets(cfg, f.sets);
+  if (!f.epochs->count()) opt.epochs = p.train.epochs;
+  if (!f.batch->count()) opt.batch_size = p.train.batch_size;
+  if (!f.lr->count()) opt.lr = p.train.lr;
+  if (!f.wd->count()) opt.weight_decay = p.train.weight_decay;
+  if (opt.epochs <= 0) fail("invalid --epochs ", opt.epochs, ": must be positive");
+  return {cfg, opt};
+}
+
 void add_train(CLI::App& app) {
   struct Args {
     std::string preset = "fmnist-s", resume;
-    TrainOptions opt;
+    TrainFlags flags;
     int threads = 0;
-    float drop_path = -1;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("train", "Train a gMLP image classifier on Fashion-MNIST");
-  TrainOptions& o = args->opt;
+  CLI::App* sub = app.add_subcommand("train", "Train an image classifier on Fashion-MNIST");
   sub->add_option("--preset", args->preset, "Model preset (see `gmlp info --list`)")->capture_default_str();
-  auto* epochs = sub->add_option("--epochs", o.epochs, "Epochs (default: the preset's)");
-  auto* batch = sub->add_option("--batch-size", o.batch_size, "Images per step (default: the preset's)");
-  auto* lr = sub->add_option("--lr", o.lr, "Peak learning rate (default: the preset's)");
-  auto* wd = sub->add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay (default: the preset's)");
-  sub->add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str();
-  sub->add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")->capture_default_str();
-  sub->add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->capture_default_str();
-  sub->add_option("--label-smoothing", o.label_smoothing, "Label smoothing")->capture_default_str();
-  sub->add_option("--crop-padding", o.crop_padding, "Random-crop padding in pixels (0: off)")->capture_default_str();
-  sub->add_flag("!--no-hflip", o.hflip, "Disable random horizontal flips");
-  sub->add_option("--drop-path", args->drop_path, "Stochastic-depth rate of the last block (default: the preset's)");
-  sub->add_option("--seed", o.seed, "Seed of initialisation, order, augmentation")->capture_default_str();
-  sub->add_option("--train-limit", o.train_limit, "Train on the first N images only (0: all)")->capture_default_str();
-  sub->add_option("--data-dir", o.data_dir, "Folder with the Fashion-MNIST IDX files (default: /usr/share/datasets/fashion-mnist)");
-  sub->add_option("--precision", o.precision, "Matrix products: f32, or bf16 (fp32 accumulation and master weights)")
-      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
-  sub->add_option("--out", o.out_dir, "Run folder: checkpoint.safetensors, train_state.safetensors, metrics.jsonl")->capture_default_str();
+  add_train_flags(*sub, args->flags);
+  sub->add_option("--out", args->flags.opt.out_dir, "Run folder: checkpoint.safetensors, train_state.safetensors, metrics.jsonl")->capture_default_str();
   sub->add_option("--resume", args->resume, "Continue the run in this folder from its last checkpoint (--epochs may extend it)");
   add_threads_option(*sub, args->threads);
-  sub->callback([args, sub, epochs, batch, lr, wd] {
+  sub->callback([args] {
     set_threads(args->threads);
-    TrainOptions opt = args->opt;
     if (!args->resume.empty()) {
+      TrainOptions opt = args->flags.opt;
       opt.out_dir = args->resume;
-      if (!epochs->count()) opt.epochs = 0;  // keep the run's own
+      if (!args->flags.epochs->count()) opt.epochs = 0;  // keep the run's own
       const TrainResult r = train(ModelConfig{}, opt, true);
       std::printf("test accuracy %.2f%% (best %.2f%%) after %d more epochs in %.0f s\n",
                   100 * r.final_test_acc, 100 * r.best_test_acc, r.epochs_run, r.seconds);
       return;
     }
-    const Preset& p = find_preset(args->preset);
-    ModelConfig cfg = p.config;
-    if (args->drop_path >= 0) cfg.drop_path = args->drop_path;
-    if (!epochs->count()) opt.epochs = p.train.epochs;
-    if (!batch->count()) opt.batch_size = p.train.batch_size;
-    if (!lr->count()) opt.lr = p.train.lr;
-    if (!wd->count()) opt.weight_decay = p.train.weight_decay;
-    if (opt.epochs <= 0) fail("invalid --epochs ", opt.epochs, ": must be positive");
+    const auto [cfg, opt] = resolve_training(find_preset(args->preset), args->flags);
     const TrainResult r = train(cfg, opt, false);
     std::printf("test accuracy %.2f%% (best %.2f%%) after %d epochs in %.0f s; run in %s\n",
                 100 * r.final_test_acc, 100 * r.best_test_acc, r.epochs_run, r.seconds,

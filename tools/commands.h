@@ -4,6 +4,11 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/config.h"
+#include "train/trainer.h"
 
 namespace gmlp::cli {
 
@@ -13,8 +18,23 @@ void add_predict(CLI::App& app);
 void add_info(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_viz(CLI::App& app);
+void add_compare(CLI::App& app);
 
 // --threads, shared by every subcommand: 0 = all cores this process may use.
 void add_threads_option(CLI::App& sub, int& threads);
+
+// The training flags of `train` and `compare`: optimiser, schedule, augmentation, DeiT's
+// regularisation, model overrides (--set key=value), precision. Options the user did not give
+// fall back to the preset's defaults in resolve_training.
+struct TrainFlags {
+  TrainOptions opt;
+  float drop_path = -1;
+  std::vector<std::string> sets;
+  CLI::Option *epochs = nullptr, *batch = nullptr, *lr = nullptr, *wd = nullptr;
+};
+void add_train_flags(CLI::App& sub, TrainFlags& flags);
+// --set key=value overrides on a config (JSON field names; numbers or strings); validates.
+ModelConfig apply_sets(ModelConfig config, const std::vector<std::string>& sets);
+std::pair<ModelConfig, TrainOptions> resolve_training(const Preset& preset, const TrainFlags& flags);
 
 }  // namespace gmlp::cli

@@ -1,4 +1,4 @@
-// gmlp: train, evaluate, run and measure gMLP image classifiers.
+// gmlp: train, compare, evaluate, run and measure gMLP and the models it is compared with.
 // Exit status: 0 success, 1 failure (one line on stderr), 2 usage error.
 #include <cstdio>
 
@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   gmlp::cli::add_info(app);
   gmlp::cli::add_bench(app);
   gmlp::cli::add_viz(app);
+  gmlp::cli::add_compare(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

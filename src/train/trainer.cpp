@@ -9,11 +9,14 @@
 
 #include "core/error.h"
 #include "core/matmul.h"
+#include "data/erase.h"
 #include "data/idx.h"
+#include "data/mix.h"
 #include "data/transform.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "ops/cross_entropy.h"
+#include "ops/soft_cross_entropy.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/optimizer.h"
@@ -26,8 +29,9 @@ namespace fs = std::filesystem;
 // Everything but out_dir, which names where a run is, not what it is.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainOptions, data_dir, epochs, batch_size, lr,
                                                 min_lr, warmup_epochs, weight_decay, clip_norm,
-                                                label_smoothing, crop_padding, hflip, seed,
-                                                train_limit, precision)
+                                                label_smoothing, crop_padding, hflip,
+                                                mixup_alpha, cutmix_alpha, mix_prob, switch_prob,
+                                                erase_prob, seed, train_limit, precision)
 
 nlohmann::json TrainOptions::to_json() const { return *this; }
 
@@ -155,11 +159,23 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
   }
 
   const int64_t K = cfg.num_classes, C = cfg.in_chans, S = cfg.img_size, image_size = C * S * S;
-  std::vector<float> input(int64_t(B) * image_size), probs(int64_t(B) * K), dlogits(int64_t(B) * K);
+  std::vector<float> input(int64_t(B) * image_size), probs(int64_t(B) * K), dlogits(int64_t(B) * K),
+      targets(int64_t(B) * K);
   std::vector<int32_t> labels(B);
   std::vector<uint64_t> image_seeds(B);
   std::vector<int> order(n_train);
   const data::Augment aug{opt.crop_padding, opt.hflip};
+  const data::EraseConfig erase{float(opt.erase_prob)};
+  data::MixConfig mix;
+  mix.mixup_alpha = float(opt.mixup_alpha), mix.cutmix_alpha = float(opt.cutmix_alpha);
+  mix.prob = float(opt.mix_prob), mix.switch_prob = float(opt.switch_prob);
+  mix.smoothing = float(opt.label_smoothing);
+  auto unit = [](double p) { return p >= 0 && p <= 1; };
+  if (!(opt.mixup_alpha >= 0 && opt.cutmix_alpha >= 0))
+    fail("invalid --mixup/--cutmix: alphas must be >= 0 (got ", opt.mixup_alpha, ", ", opt.cutmix_alpha, ")");
+  if (!unit(opt.mix_prob) || !unit(opt.switch_prob) || !unit(opt.erase_prob))
+    fail("invalid --mix-prob/--switch-prob/--erase-prob: must be in [0, 1] (got ", opt.mix_prob,
+         ", ", opt.switch_prob, ", ", opt.erase_prob, ")");
   const double flops_per_step = 3.0 * model->flops_per_image() * B;  // forward + 2× backward
 
   std::fprintf(stderr, "gmlp: %s %d params, %.1f MFLOP/image, %d train / %d test images, batch %d, %ld steps/epoch, %s\n",
@@ -188,13 +204,20 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
 #pragma omp parallel for schedule(static)
       for (int i = 0; i < B; ++i) {
         Rng image_rng(image_seeds[i]);
-        data::augment_image(input.data() + i * image_size,
-                            train_set.pixels.data() + int64_t(order[s * B + i]) * image_size, int(C),
-                            int(S), norm, aug, image_rng);
+        float* image = input.data() + i * image_size;
+        data::augment_image(image, train_set.pixels.data() + int64_t(order[s * B + i]) * image_size,
+                            int(C), int(S), norm, aug, image_rng);
+        if (erase.enabled()) data::random_erase(image, int(C), int(S), erase, image_rng);
       }
+      // Mixup/CutMix train on soft targets; without them, on the labels (same numbers as soft
+      // targets of smoothed one-hots, one pass fewer).
+      if (mix.enabled())
+        data::mix_batch(input.data(), B, int(C), int(S), targets.data(), labels.data(), int(K), mix, rng);
       const float* logits = model->forward(input.data(), B, &rng);
-      const float loss = cross_entropy_forward(probs.data(), logits, labels.data(), B, K,
-                                               float(opt.label_smoothing));
+      const float loss =
+          mix.enabled()
+              ? soft_cross_entropy_forward(probs.data(), logits, targets.data(), B, K)
+              : cross_entropy_forward(probs.data(), logits, labels.data(), B, K, float(opt.label_smoothing));
       if (!std::isfinite(loss))
         fail("training diverged at step ", step, ": the loss is ", loss,
              " (try a lower --lr or a smaller --clip-norm)");
@@ -202,8 +225,11 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
         const float* row = logits + i * K;
         correct += (std::max_element(row, row + K) - row) == labels[i];
       }
-      cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K,
-                             float(opt.label_smoothing));
+      if (mix.enabled())
+        soft_cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), B, K);
+      else
+        cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K,
+                               float(opt.label_smoothing));
       model->zero_grad();
       model->backward(dlogits.data());
       clip_grad_norm(model->grads(), model->num_params(), opt.clip_norm);

@@ -1,5 +1,6 @@
 // The training loop for image classification: AdamW, warmup + cosine schedule, gradient
-// clipping, label smoothing, augmentation, per-epoch evaluation, progress on stderr, and
+// clipping, label smoothing, augmentation (crop, flip, random erasing, Mixup/CutMix with soft
+// targets), stochastic depth, per-epoch evaluation, progress on stderr, and
 // crash-safe output in one run folder:
 //   checkpoint.safetensors   the model (timm names), written atomically after every epoch
 //   train_state.safetensors  AdamW moments, step, epoch, options: what --resume needs
@@ -30,6 +31,12 @@ struct TrainOptions {
   double label_smoothing = 0.1;
   int crop_padding = 2;          // random-crop shift in pixels; 0 disables
   bool hflip = true;
+  // DeiT's regularisation (Touvron et al. 2021; timm defaults in brackets). Off unless set.
+  double mixup_alpha = 0;        // Mixup λ ~ Beta(α, α) [0.8]
+  double cutmix_alpha = 0;       // CutMix λ ~ Beta(α, α) [1.0]
+  double mix_prob = 1.0;         // chance a batch is mixed when either is on [1.0]
+  double switch_prob = 0.5;      // CutMix rather than Mixup when both are on [0.5]
+  double erase_prob = 0;         // random erasing, per image [0.25]
   uint64_t seed = 0;
   int train_limit = 0;           // use only the first N training images (0: all)
   std::string precision = "f32"; // matrix products: f32, or bf16 with fp32 accumulation and master weights

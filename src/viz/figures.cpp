@@ -107,12 +107,21 @@ Canvas render_spatial_weights(const float* W, int grid, const std::string& title
   return c;
 }
 
-Canvas render_panels(const std::vector<Panel>& panels, const std::string& title) {
-  const int pw = 520, ph = 400, header = 30;
-  Canvas c(pw * int(panels.size()), ph + header, kWhite);
+Canvas render_panels(const std::vector<Panel>& panels, const std::string& title, int columns) {
+  const int pw = 520, ph = 400, header = 30, n = std::max(1, int(panels.size()));
+  const int cols = columns > 0 ? std::min(columns, n) : n, rows = (n + cols - 1) / cols;
+  Canvas c(pw * cols, ph * rows + header, kWhite);
   c.text((c.width() - Canvas::text_width(title)) / 2, 8, title, kInk);
-  for (size_t i = 0; i < panels.size(); ++i) draw_panel(c, int(i) * pw, header, pw, ph, panels[i]);
+  for (size_t i = 0; i < panels.size(); ++i)
+    draw_panel(c, int(i) % cols * pw, header + int(i) / cols * ph, pw, ph, panels[i]);
   return c;
+}
+
+Rgb palette(int i) {  // Tableau 10
+  static const Rgb colors[] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44},  {214, 39, 40},
+                               {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127},
+                               {188, 189, 34},  {23, 190, 207}};
+  return colors[((i % 10) + 10) % 10];
 }
 
 Canvas render_training_curves(const std::vector<nlohmann::json>& rows, const std::string& title) {

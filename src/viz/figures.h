@@ -25,8 +25,11 @@ struct Panel {
   std::vector<Curve> curves;
 };
 
-// Panels side by side, each with axes, ticks, a legend and its curves.
-Canvas render_panels(const std::vector<Panel>& panels, const std::string& title);
+// Panels in a grid of `columns` (0: one row), each with axes, ticks, a legend and its curves.
+Canvas render_panels(const std::vector<Panel>& panels, const std::string& title, int columns = 0);
+
+// A qualitative colour for series i (ten distinct hues, then they repeat).
+Rgb palette(int i);
 
 // Accuracy (train, test) and loss (train, test) against epoch, from metrics.jsonl rows.
 Canvas render_training_curves(const std::vector<nlohmann::json>& rows, const std::string& title);

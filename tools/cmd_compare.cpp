@@ -1,0 +1,175 @@
+// gmlp compare: trains several models under one budget (same epochs, data, augmentation, seed
+// and optimiser settings), then writes what a reader wants side by side:
+//   DIR/compare.md      model, params, FLOPs/image, train time, best and final test accuracy
+//   DIR/compare.json    the same, for machines
+//   DIR/accuracy.png    test accuracy against epoch, every model in one plot
+//   DIR/train_test.png  train against test accuracy, one panel per model
+//   DIR/<label>/        each model's run folder (checkpoint, train state, metrics.jsonl)
+// A model is a preset, optionally with config overrides: "fmnist-gmlp:gate=additive". A killed
+// comparison resumes: finished runs are kept, an unfinished one continues from its checkpoint.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/threads.h"
+#include "io/atomic_file.h"
+#include "nn/model.h"
+#include "viz/figures.h"
+
+namespace gmlp::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Row {
+  std::string label, model;
+  int64_t params = 0;
+  double mflops = 0, seconds = 0, images_per_s = 0, best = 0, final = 0;
+  int epochs = 0;
+  std::vector<nlohmann::json> metrics;
+};
+
+std::vector<nlohmann::json> read_metrics(const std::string& path) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object()) rows.push_back(j);
+  }
+  return rows;
+}
+
+// "preset:key=value:key=value" → the preset and its overrides.
+std::pair<std::string, std::vector<std::string>> parse_entry(const std::string& entry) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= entry.size(); ++i)
+    if (i == entry.size() || entry[i] == ':') parts.push_back(entry.substr(start, i - start)), start = i + 1;
+  return {parts[0], {parts.begin() + 1, parts.end()}};
+}
+
+std::string folder_name(std::string label) {
+  for (char& c : label)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) c = '_';
+  return label;
+}
+
+std::string markdown(const std::vector<Row>& rows, const TrainOptions& opt) {
+  char line[512];
+  std::string md = "| model | params | MFLOPs/image | train time | images/s | best test acc | final test acc |\n"
+                   "|---|---:|---:|---:|---:|---:|---:|\n";
+  for (const Row& r : rows) {
+    std::snprintf(line, sizeof line, "| %s | %.2fM | %.1f | %.1f min | %.0f | %.2f %% | %.2f %% |\n",
+                  r.label.c_str(), r.params / 1e6, r.mflops, r.seconds / 60, r.images_per_s,
+                  100 * r.best, 100 * r.final);
+    md += line;
+  }
+  std::snprintf(line, sizeof line,
+                "\n%d epochs each, batch %d, lr %g, weight decay %g, label smoothing %g, mixup %g, "
+                "cutmix %g, random erasing %g, seed %llu; train time excludes evaluation.\n",
+                opt.epochs, opt.batch_size, opt.lr, opt.weight_decay, opt.label_smoothing,
+                opt.mixup_alpha, opt.cutmix_alpha, opt.erase_prob, (unsigned long long)opt.seed);
+  return md + line;
+}
+
+void write_figures(const std::vector<Row>& rows, const std::string& dir) {
+  viz::Panel all{"test accuracy (%)", "epoch", {}};
+  std::vector<viz::Panel> each;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    viz::Curve test{rows[i].label, {}, {}, viz::palette(int(i))};
+    viz::Curve tr{"train", {}, {}, {33, 102, 172}}, te{"test", {}, {}, {214, 96, 77}};
+    for (const auto& m : rows[i].metrics) {
+      const double e = m.value("epoch", 0.0);
+      test.x.push_back(e), test.y.push_back(100 * m.value("test_acc", 0.0));
+      tr.x.push_back(e), tr.y.push_back(100 * m.value("train_acc", 0.0));
+      te.x.push_back(e), te.y.push_back(100 * m.value("test_acc", 0.0));
+    }
+    all.curves.push_back(test);
+    each.push_back({rows[i].label + ": accuracy (%)", "epoch", {tr, te}});
+  }
+  viz::render_panels({all}, "gmlp compare").save_png((fs::path(dir) / "accuracy.png").string());
+  viz::render_panels(each, "train and test accuracy", 3).save_png((fs::path(dir) / "train_test.png").string());
+}
+
+}  // namespace
+
+void add_compare(CLI::App& app) {
+  struct Args {
+    std::vector<std::string> models;
+    std::string out = "runs/compare";
+    TrainFlags flags;
+    int threads = 0;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "compare", "Train several models under one budget; write a table and plots of the result");
+  sub->add_option("models", args->models, "Presets to train, each optionally with overrides: fmnist-gmlp:gate=additive")
+      ->required();
+  add_train_flags(*sub, args->flags);
+  sub->add_option("--out", args->out, "Folder for the runs, compare.md/.json and the plots")->capture_default_str();
+  add_threads_option(*sub, args->threads);
+  sub->callback([args] {
+    set_threads(args->threads);
+    std::error_code ec;
+    fs::create_directories(args->out, ec);
+    if (ec) fail("failed to create '", args->out, "': ", ec.message());
+    // Resolve everything first, so a typo fails before hours of training.
+    struct Job {
+      std::string label;
+      ModelConfig config;
+      TrainOptions options;
+    };
+    std::vector<Job> jobs;
+    for (const std::string& entry : args->models) {
+      const auto [preset, sets] = parse_entry(entry);
+      TrainFlags flags = args->flags;
+      flags.sets.insert(flags.sets.end(), sets.begin(), sets.end());
+      auto [cfg, opt] = resolve_training(find_preset(preset), flags);
+      opt.out_dir = (fs::path(args->out) / folder_name(entry)).string();
+      jobs.push_back({entry, cfg, opt});
+    }
+    std::vector<Row> rows;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const Job& job = jobs[i];
+      std::fprintf(stderr, "gmlp compare: [%zu/%zu] %s\n", i + 1, jobs.size(), job.label.c_str());
+      const bool resume = fs::exists(fs::path(job.options.out_dir) / "train_state.safetensors");
+      train(job.config, job.options, resume);
+      Row r;
+      r.label = job.label;
+      r.model = job.config.model;
+      const auto model = make_model<float>(job.config);
+      r.params = model->num_trainable();
+      r.mflops = model->flops_per_image() / 1e6;
+      r.metrics = read_metrics((fs::path(job.options.out_dir) / "metrics.jsonl").string());
+      std::vector<double> speeds;
+      for (const auto& m : r.metrics) {
+        r.seconds += m.value("seconds", 0.0) - m.value("eval_seconds", 0.0);
+        r.best = std::max(r.best, m.value("test_acc", 0.0));
+        speeds.push_back(m.value("images_per_s", 0.0));
+      }
+      if (!r.metrics.empty()) r.final = r.metrics.back().value("test_acc", 0.0);
+      if (!speeds.empty()) {
+        std::sort(speeds.begin(), speeds.end());
+        r.images_per_s = speeds[speeds.size() / 2];
+      }
+      r.epochs = int(r.metrics.size());
+      rows.push_back(r);
+      // After every model: a killed comparison still leaves a table of what finished.
+      write_file_atomic((fs::path(args->out) / "compare.md").string(), markdown(rows, job.options));
+      nlohmann::json j = nlohmann::json::array();
+      for (const Row& row : rows)
+        j.push_back({{"label", row.label}, {"model", row.model}, {"params", row.params},
+                     {"mflops_per_image", row.mflops}, {"train_seconds", row.seconds},
+                     {"images_per_s", row.images_per_s}, {"best_test_acc", row.best},
+                     {"final_test_acc", row.final}, {"epochs", row.epochs}});
+      write_file_atomic((fs::path(args->out) / "compare.json").string(), j.dump(2) + "\n");
+      write_figures(rows, args->out);
+    }
+    std::printf("%s", markdown(rows, jobs.back().options).c_str());
+  });
+}
+
+}  // namespace gmlp::cli
