@@ -49,6 +49,9 @@ for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte 
 done
 expect_error "truncated data files" 1 "baddata" -- "$GMLP" train --preset fmnist-ti --data-dir "$WORK/baddata" --out "$WORK/x"
 expect_error "resume without a run" 1 "does not exist" -- "$GMLP" train --resume "$WORK/norun"
+expect_error "unknown --set field" 1 "has no field 'nope'" -- "$GMLP" train --set nope=1 --out "$WORK/x"
+expect_error "bad --set value" 1 "invalid model config: gate" -- "$GMLP" train --set gate=sideways --out "$WORK/x"
+expect_error "bad --random-erase" 1 "random-erase" -- "$GMLP" train --random-erase 2 --train-limit 100 --out "$WORK/x"
 
 # --- a short run: the loss falls, and resume equals an uninterrupted run ------------------------
 run() { "$GMLP" train --preset fmnist-ti --train-limit 3000 --batch-size 100 --seed 7 --threads 2 "$@" 2>>"$WORK/train.log"; }
@@ -122,6 +125,23 @@ expect_error "malformed metrics.jsonl" 1 "line 2 is not a JSON object" -- "$GMLP
 "$GMLP" bench --checkpoint "$CK" --batch-size 8 --reps 1 --warmup 1 --json | python3 -c "
 import json, sys; j = json.load(sys.stdin)
 assert all(j[k] > 0 for k in ('train_images_per_s', 'infer_images_per_s', 'peak_rss_mb'))" && ok "bench --json" || bad "bench --json"
+
+# --- compare: two models, one budget, DeiT's regularisation on -----------------------------------
+if "$GMLP" compare fmnist-ti fmnist-ti:gate=additive --epochs 1 --train-limit 500 --batch-size 100 \
+     --mixup 0.8 --cutmix 1 --random-erase 0.25 --drop-path 0.1 --threads 2 --out "$WORK/cmp" \
+     >"$WORK/cmp.out" 2>>"$WORK/train.log" && python3 - "$WORK/cmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+rows = json.load(open(f"{d}/compare.json"))
+assert [r["label"] for r in rows] == ["fmnist-ti", "fmnist-ti:gate=additive"], rows
+assert rows[1]["params"] > rows[0]["params"]  # the additive gate keeps all F channels
+assert all(0.1 < r["final_test_acc"] <= 1 and r["epochs"] == 1 for r in rows), rows
+md = open(f"{d}/compare.md").read()
+assert md.count("| fmnist-ti") == 2, md
+for name in ("accuracy.png", "train_test.png"):
+    assert open(f"{d}/{name}", "rb").read(8) == b"\x89PNG\r\n\x1a\n", name
+PY
+then ok "compare trains both models and writes compare.md/.json and two plots"; else bad "compare: $(tail -3 "$WORK/train.log")"; fi
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

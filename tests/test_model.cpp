@@ -25,7 +25,7 @@ using test::close;
 // Every model kind the tests cover, and the gate ablations: "gmlp:additive" is gMLP with that gate.
 const std::vector<std::string> kKinds = {"gmlp",  "gmlp:multiplicative", "gmlp:additive",
                                          "gmlp:linear", "amlp", "vit", "mixer", "resmlp",
-                                         "ffonly", "eamlp"};
+                                         "ffonly", "eamlp", "cnn"};
 
 ModelConfig with_kind(ModelConfig c, const std::string& kind) {
   const size_t colon = kind.find(':');
@@ -45,20 +45,28 @@ ModelConfig tiny_config(const std::string& kind = "gmlp") {
   ModelConfig c;
   c.img_size = 8, c.in_chans = 2, c.patch_size = 2, c.depth = 2, c.dim = 6, c.ffn = 10,
   c.num_classes = 5, c.heads = 2, c.token_ffn = 5, c.memory = 4, c.attn_dim = 3;
-  return with_kind(c, kind);
+  c = with_kind(c, kind);
+  if (c.model == "cnn") c.dim = 3, c.depth = 1;  // widths 3/6/12: few parameters to perturb
+  return c;
 }
 
 // Random parameters of O(1) scale everywhere, the SGU's W included: timm's init (W ≈ 0, b = 1)
-// would leave the spatial path untested.
+// would leave the spatial path untested. BatchNorm's running statistics (buffers) get a random
+// mean and a positive variance, so that eval mode is exercised off its (0, 1) start.
 template <class T>
 void randomize(Model<T>& m, Rng& rng) {
   for (const ParamInfo& p : m.params()) {
     const int64_t fan_in = p.shape.size() >= 2 ? p.numel / p.shape[0] : 1;
-    const bool is_norm_weight = p.shape.size() == 1 && p.name.find("norm.weight") != std::string::npos;
+    const bool is_bn_weight = p.shape.size() == 1 && p.name.find("bn") != std::string::npos &&
+                              p.name.ends_with(".weight");
+    const bool is_norm_weight =
+        p.shape.size() == 1 && (p.name.find("norm.weight") != std::string::npos || is_bn_weight);
+    const bool is_running_var = !p.trainable && p.name.ends_with(".running_var");
     for (int64_t i = 0; i < p.numel; ++i) {
       const double x = rng.normal();
       m.weights()[p.offset + i] =
-          T(p.shape.size() >= 2 ? x / std::sqrt(double(fan_in)) : (is_norm_weight ? 1 + 0.2 * x : 0.2 * x));
+          T(p.shape.size() >= 2 ? x / std::sqrt(double(fan_in))
+                                : (is_norm_weight || is_running_var ? 1 + 0.2 * x : 0.2 * x));
     }
   }
 }
@@ -76,7 +84,15 @@ T model_loss(Model<T>& m, const std::vector<T>& images, const std::vector<int32_
 class EveryKind : public ::testing::TestWithParam<std::string> {};
 INSTANTIATE_TEST_SUITE_P(Models, EveryKind, ::testing::ValuesIn(kKinds), test_name);
 
+// RAII: run a test on one thread (thousands of tiny forwards; threads only add barriers).
+struct OneThread {
+  int saved = num_threads();
+  OneThread() { set_threads(1); }
+  ~OneThread() { set_threads(saved); }
+};
+
 TEST_P(EveryKind, EveryGradientMatchesFiniteDifferences) {
+  const OneThread one_thread;
   auto mp = make_model<double>(tiny_config(GetParam()));
   Model<double>& m = *mp;
   Rng rng(21);
@@ -172,21 +188,27 @@ TEST_P(ReferenceParity, LogitsLossGradientsAndAdamWSteps) {
       EXPECT_TRUE(close(tag + p.name, got.data(), want.data(), p.numel, tol::kTimmAdamW));
     }
   }
+  if (io.find("eval_logits")) {  // BatchNorm in eval mode, on the running statistics the steps left
+    const float* eval = m.forward(images.data(), B);
+    EXPECT_TRUE(close("eval_logits", eval, io.read_f32("eval_logits").data(), B * K, tol::kTimmAdamW));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceParity,
                          ::testing::Values("tiny_gray", "tiny_rgb", "amlp", "gate_multiplicative",
                                            "gate_additive", "gate_linear", "vit", "mixer",
-                                           "resmlp", "ffonly", "eamlp"));
+                                           "resmlp", "ffonly", "eamlp", "cnn"));
 
 struct FloatRun {
   std::vector<float> logits, grads;
 };
 
+// In training mode (the cnn's backward needs it; drop path is 0, so the token models are as in eval).
 FloatRun run_float(Model<float>& m, const std::vector<float>& images, const std::vector<int32_t>& labels) {
   const int64_t B = int64_t(labels.size()), K = m.config().num_classes;
   std::vector<float> probs(B * K), dl(B * K);
-  const float* lg = m.forward(images.data(), B);
+  Rng train_mode(0);
+  const float* lg = m.forward(images.data(), B, &train_mode);
   FloatRun r{{lg, lg + B * K}, {}};
   cross_entropy_backward(dl.data(), (cross_entropy_forward(probs.data(), lg, labels.data(), B, K, 0.1f), probs.data()),
                          labels.data(), B, K, 0.1f);
@@ -199,7 +221,9 @@ FloatRun run_float(Model<float>& m, const std::vector<float>& images, const std:
 ModelConfig small_config(const std::string& kind = "gmlp") {  // big enough for threads to split work
   ModelConfig c;
   c.depth = 2, c.dim = 64, c.ffn = 192, c.token_ffn = 32, c.attn_dim = 16;
-  return with_kind(c, kind);
+  c = with_kind(c, kind);
+  if (c.model == "cnn") c.dim = 16;  // widths 16/32/64 at 28×28: already plenty to split
+  return c;
 }
 
 // A randomized small model planned for B, with a random batch of images and labels.

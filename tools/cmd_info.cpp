@@ -33,7 +33,8 @@ void add_info(CLI::App& app) {
     const auto model_ptr = make_model<float>(cfg);
     const Model<float>& model = *model_ptr;
     if (args->json) {
-      nlohmann::json j = {{"params", model.num_params()},
+      nlohmann::json j = {{"params", model.num_trainable()},
+                          {"buffers", model.num_params() - model.num_trainable()},
                           {"flops_per_image", model.flops_per_image()},
                           {"tokens", cfg.tokens()},
                           {"config", cfg.to_json()}};
@@ -42,10 +43,14 @@ void add_info(CLI::App& app) {
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    std::printf("gMLP  %d×%d×%d input, patch %d → %d tokens, %d blocks, d=%d, e=%d, %d classes\n",
-                cfg.in_chans, cfg.img_size, cfg.img_size, cfg.patch_size, cfg.tokens(), cfg.depth,
-                cfg.dim, cfg.ffn, cfg.num_classes);
-    std::printf("params           %ld\n", long(model.num_params()));
+    std::printf("model            %s, %d×%d×%d input, %d classes\n", cfg.model.c_str(),
+                cfg.in_chans, cfg.img_size, cfg.img_size, cfg.num_classes);
+    std::printf("config           %s\n", cfg.to_json().dump().c_str());
+    if (cfg.model != "cnn") std::printf("tokens           %d\n", cfg.tokens());
+    std::printf("params           %ld\n", long(model.num_trainable()));
+    if (model.num_params() > model.num_trainable())
+      std::printf("buffers          %ld (BatchNorm running statistics)\n",
+                  long(model.num_params() - model.num_trainable()));
     std::printf("flops per image  %.4g (forward, 2 per multiply-add)\n", model.flops_per_image());
     if (args->tensors)
       for (const ParamInfo& p : model.params()) {

@@ -32,13 +32,19 @@ void add_viz(CLI::App& app) {
     if (!args->checkpoint.empty()) {
       const Checkpoint ck = load_checkpoint(args->checkpoint);
       const ModelConfig& cfg = ck.config;
+      // The learned token-mixing matrix: gMLP/aMLP's gate projection, ResMLP's linear_tokens.
+      std::string matrix = ".mlp_channels.gate.proj.weight";
+      if (cfg.model == "resmlp") matrix = ".linear_tokens.weight";
+      else if (cfg.model != "gmlp" && cfg.model != "amlp")
+        fail("checkpoint '", args->checkpoint, "' is a ", cfg.model,
+             ", which has no N×N spatial matrix to draw (gmlp, amlp and resmlp have one)");
       std::vector<int> blocks = args->blocks;
       if (blocks.empty()) blocks = {0, cfg.depth / 2, cfg.depth - 1};
       blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
       for (int b : blocks) {
         if (b < 0 || b >= cfg.depth)
           fail("invalid block ", b, ": the checkpoint has blocks 0..", cfg.depth - 1);
-        const ParamInfo& p = ck.model->param("blocks." + std::to_string(b) + ".mlp_channels.gate.proj.weight");
+        const ParamInfo& p = ck.model->param("blocks." + std::to_string(b) + matrix);
         const std::string path = out("spatial_block" + std::to_string(b) + ".png");
         viz::render_spatial_weights(ck.model->weights() + p.offset, cfg.grid(),
                                     "block " + std::to_string(b) + ": rows of W on the " +

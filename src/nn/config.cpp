@@ -90,13 +90,13 @@ const std::vector<Preset>& presets() {
       {"fmnist-s", "gMLP, 28×28 gray, patch 4, 6 blocks, d=128, e=512 (0.6M params)", fmnist("gmlp", 6, 128, 512), small},
       // The comparison at about 1M parameters (gmlp compare; README).
       {"fmnist-gmlp", "gMLP, patch 4, 8 blocks, d=128, e=768 (1.2M params)", fmnist("gmlp", 8, 128, 768), small},
-      {"fmnist-amlp", "aMLP: fmnist-gmlp plus a 64-wide tiny attention per block", fmnist("amlp", 8, 128, 768), small},
-      {"fmnist-vit", "ViT/DeiT, patch 4, 6 blocks, d=128, 4 heads, MLP 512, class token", fmnist("vit", 6, 128, 512), small},
-      {"fmnist-mixer", "MLP-Mixer, patch 4, 8 blocks, d=128, token MLP 64, channel MLP 512", with(fmnist("mixer", 8, 128, 512), [](ModelConfig& c) { c.token_ffn = 64; }), small},
-      {"fmnist-resmlp", "ResMLP, patch 4, 8 blocks, d=128, MLP 512, layer scale 0.1", fmnist("resmlp", 8, 128, 512), small},
-      {"fmnist-ffonly", "feed-forward only, patch 4, 8 blocks, d=128, MLP 512, token MLP 64", with(fmnist("ffonly", 8, 128, 512), [](ModelConfig& c) { c.token_ffn = 64; }), small},
-      {"fmnist-eamlp", "external attention, patch 4, 6 blocks, d=128, 4 heads, memory 64, MLP 512", fmnist("eamlp", 6, 128, 512), small},
-      {"fmnist-cnn", "residual CNN, widths 32/64/128, 2 basic blocks per stage", fmnist("cnn", 2, 32, 0), small},
+      {"fmnist-amlp", "aMLP, patch 4, 8 blocks, d=128, e=512, tiny attention 64 (1.2M params)", fmnist("amlp", 8, 128, 512), small},
+      {"fmnist-vit", "ViT/DeiT, patch 4, 6 blocks, d=128, 4 heads, MLP 512, class token (1.2M params)", fmnist("vit", 6, 128, 512), small},
+      {"fmnist-mixer", "MLP-Mixer, patch 4, 8 blocks, d=128, token MLP 64, channel MLP 512 (1.1M params)", with(fmnist("mixer", 8, 128, 512), [](ModelConfig& c) { c.token_ffn = 64; }), small},
+      {"fmnist-resmlp", "ResMLP, patch 4, 8 blocks, d=128, MLP 512, layer scale 0.1 (1.1M params)", fmnist("resmlp", 8, 128, 512), small},
+      {"fmnist-ffonly", "feed-forward only, patch 4, 8 blocks, d=128, MLP 512, token MLP 64 (1.1M params)", with(fmnist("ffonly", 8, 128, 512), [](ModelConfig& c) { c.token_ffn = 64; }), small},
+      {"fmnist-eamlp", "external attention, patch 4, 6 blocks, d=128, 4 heads, memory 64, MLP 512 (1.0M params)", fmnist("eamlp", 6, 128, 512), small},
+      {"fmnist-cnn", "residual CNN, widths 40/80/160, 2 basic blocks per stage (1.1M params)", fmnist("cnn", 2, 40, 0), small},
       {"cifar-s", "gMLP, 32×32 RGB, patch 4, 6 blocks, d=128, e=512 (0.6M params; CIFAR-sized)", cifar(6, 128, 512), {100, 128, 1e-3f, 0.05f}},
   };
   return all;

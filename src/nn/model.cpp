@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "nn/cnn.h"
 #include "nn/token_model.h"
 
 namespace gmlp {
@@ -91,7 +92,7 @@ void Model<T>::plan(int64_t max_batch, Mode mode) {
 template <class T>
 std::unique_ptr<Model<T>> make_model(const ModelConfig& config) {
   config.validate();
-  if (config.model == "cnn") fail("model cnn is not built yet");
+  if (config.model == "cnn") return std::make_unique<Cnn<T>>(config);
   return std::make_unique<TokenModel<T>>(config);
 }
 

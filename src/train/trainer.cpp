@@ -174,8 +174,8 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
   if (!(opt.mixup_alpha >= 0 && opt.cutmix_alpha >= 0))
     fail("invalid --mixup/--cutmix: alphas must be >= 0 (got ", opt.mixup_alpha, ", ", opt.cutmix_alpha, ")");
   if (!unit(opt.mix_prob) || !unit(opt.switch_prob) || !unit(opt.erase_prob))
-    fail("invalid --mix-prob/--switch-prob/--erase-prob: must be in [0, 1] (got ", opt.mix_prob,
-         ", ", opt.switch_prob, ", ", opt.erase_prob, ")");
+    fail("invalid --mix-prob ", opt.mix_prob, ", --switch-prob ", opt.switch_prob,
+         " or --random-erase ", opt.erase_prob, ": each must be in [0, 1]");
   const double flops_per_step = 3.0 * model->flops_per_image() * B;  // forward + 2× backward
 
   std::fprintf(stderr, "gmlp: %s %d params, %.1f MFLOP/image, %d train / %d test images, batch %d, %ld steps/epoch, %s\n",

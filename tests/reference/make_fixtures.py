@@ -11,6 +11,8 @@ gives it random weights (fixed seed), computes everything in float64 and saves f
                             grad.<name> for every parameter, then for 3 AdamW steps on the same
                             batch (two param groups as timm, clip_grad_norm 1.0):
                             step<k>.loss (loss before update k) and step<k>.<name> (after it).
+                            Models with BatchNorm also get eval_logits: the logits in eval mode
+                            (running statistics) after the last step.
                             Metadata: config (JSON) and the optimizer/loss settings.
 """
 import argparse
@@ -50,6 +52,7 @@ CASES = {
     "resmlp": kind("resmlp"),
     "ffonly": kind("ffonly"),
     "eamlp": kind("eamlp"),
+    "cnn": kind("cnn", dim=4, depth=1),
 }
 OPT = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.05, clip_norm=1.0,
            label_smoothing=0.1, steps=3)
@@ -122,6 +125,9 @@ def make_case(name, case, out_dir):
         io[f"step{k}.loss"] = f32(loss.reshape(1))
         for pname, p in list(model.named_parameters()) + buffers:
             io[f"step{k}.{pname}"] = f32(p)
+    if buffers:  # BatchNorm: eval mode (running statistics) after the steps
+        with torch.no_grad():
+            io["eval_logits"] = f32(model.eval()(x))
 
     metadata = {"config": json.dumps(models.full_config(cfg))}
     metadata.update({k: repr(v) for k, v in OPT.items()})

@@ -7,6 +7,7 @@ wherever timm has the model:
     resmlp             timm MlpMixer + ResBlock + Affine (timm's ResMLP)
     vit                timm VisionTransformer, class token, learned positions
     amlp, gate ablations, ffonly, eamlp: written here, from the papers (see each class)
+    cnn                a CIFAR-style ResNet of torchvision BasicBlocks, written here (Cnn)
 
     import sys; sys.path.insert(0, 'tests/reference'); import models
     net = models.build({"model": "vit", "img_size": 28, "in_chans": 1, "patch_size": 4,
@@ -191,6 +192,69 @@ class PatchModel(nn.Module):
         return self.head(x[:, 0] if self.class_token else x.mean(dim=1))
 
 
+class ConvBn(nn.Module):
+    """conv (k×k, no bias, padding k//2) → BatchNorm2d (torch defaults: eps 1e-5, momentum 0.1)."""
+
+    def __init__(self, cin, cout, k, stride):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False)
+        self.bn = nn.BatchNorm2d(cout)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+class BasicBlock(nn.Module):
+    """torchvision's BasicBlock: ReLU(BN2(conv2(ReLU(BN1(conv1(x))))) + shortcut(x)), the
+    shortcut conv1x1 → BN where the shape changes."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, stride=1, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = ConvBn(cin, cout, 1, stride) if stride != 1 or cin != cout else None
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + (self.shortcut(x) if self.shortcut is not None else x))
+
+
+class Cnn(nn.Module):
+    """The small residual CNN (CIFAR-style ResNet): stem conv3x3 → BN → ReLU; three stages of
+    widths dim, 2·dim, 4·dim with `depth` BasicBlocks each (the first block of stages 1 and 2 has
+    stride 2); global average pool; Linear head."""
+
+    def __init__(self, c):
+        super().__init__()
+        D = c["dim"]
+        self.stem = ConvBn(c["in_chans"], D, 3, 1)
+        stages, cin = [], D
+        for s in range(3):
+            blocks = []
+            for i in range(c["depth"]):
+                blocks.append(BasicBlock(cin, D << s, 2 if s > 0 and i == 0 else 1))
+                cin = D << s
+            stages.append(nn.ModuleList(blocks))
+        self.stages = nn.ModuleList(stages)
+        self.head = nn.Linear(4 * D, c["num_classes"])
+        for m in self.modules():  # torchvision ResNet's init
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
+
+    def forward(self, img):
+        x = F.relu(self.stem(img))
+        for stage in self.stages:
+            for block in stage:
+                x = block(x)
+        return self.head(x.mean(dim=(2, 3)))
+
+
 def build(cfg: dict) -> nn.Module:
     """The reference model for a gmlp config (defaults filled in), drop path 0."""
     c = full_config(cfg)
@@ -224,4 +288,6 @@ def build(cfg: dict) -> nn.Module:
     if kind == "eamlp":
         blocks = [EaBlock(D, c["ffn"], c["heads"], c["memory"], c["ln_eps"]) for _ in range(L)]
         return PatchModel(c, blocks, class_token=True)
+    if kind == "cnn":
+        return Cnn(c)
     raise ValueError(f"failed to build: no reference for model '{kind}'")
