@@ -7,7 +7,8 @@
 set -euo pipefail
 
 debs=(build-essential cmake pkg-config zlib1g-dev libdnnl-dev nlohmann-json3-dev libcli11-dev
-      libstb-dev libgtest-dev libbenchmark-dev dataset-fashion-mnist)
+      libstb-dev libgtest-dev libbenchmark-dev dataset-fashion-mnist
+      libsentencepiece-dev bible-kjv)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
