@@ -40,8 +40,11 @@ struct Engine {
   std::vector<uint16_t> scratch_a, scratch_b;  // bf16 copies of the operands; grow, never shrink
 };
 
+// One per thread: ops that run many small products in parallel (attention's (image, head)
+// pairs) call matmul from inside a parallel region, so the bf16 scratch copies, the primitive
+// cache and the stream must not be shared.
 Engine& engine() {
-  static Engine e;
+  thread_local Engine e;
   return e;
 }
 

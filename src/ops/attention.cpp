@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <vector>
 
 #include "core/matmul.h"
@@ -11,14 +10,8 @@ namespace gmlp {
 
 namespace {
 
-// The (b, h) pairs run in parallel, each pair's products single-threaded inside the region.
-// matmul's bf16 path shares process-wide bf16 scratch copies and a primitive cache, so it must
-// not be entered from several threads at once: in bf16 the pairs run one after another and each
-// product parallelises inside matmul instead.
-template <class T>
-bool pairs_in_parallel() {
-  return !(std::is_same_v<T, float> && matmul_precision() == Precision::bf16);
-}
+// The (b, h) pairs run in parallel, each pair's products single-threaded inside the region
+// (matmul keeps per-thread state, so this holds in bf16 too).
 
 // Where one (b, h) pair's matrices start, and their row strides.
 struct Views {
@@ -35,7 +28,7 @@ void attention_forward(T* o, T* P, const T* qkv, AttnShape s) {
   const int64_t N = s.N, dh = s.dh, pairs = s.B * s.heads;
   const Views v(s);
   const T scale = T(1) / std::sqrt(T(dh));
-#pragma omp parallel for schedule(static) if (pairs_in_parallel<T>())
+#pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < pairs; ++bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
     const T* Q = qkv + v.q(s, b, h);
@@ -68,7 +61,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnSh
   const T scale = T(1) / std::sqrt(T(dh));
   // Each pair overwrites its own dh columns of dq, dk and dv in its batch item's rows: together
   // the pairs cover all of dqkv exactly once.
-#pragma omp parallel for schedule(static) if (pairs_in_parallel<T>())
+#pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < pairs; ++bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
     const int64_t qoff = v.q(s, b, h);
