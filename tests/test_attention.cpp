@@ -84,6 +84,31 @@ TEST(Attention, GradientsMatchFiniteDifferences) {
   });
 }
 
+TEST(Attention, ScoreBiasGradientsMatchFiniteDifferences) {
+  // T5's relative position bias: one (heads, N, N) score bias shared by the batch.
+  const AttnShape s{5, 3, 2, 3};
+  const int64_t M = s.N * s.B, W = s.width();
+  Rng rng(43);
+  Vec qkv = randn<double>(M * 3 * W, rng), r = randn<double>(M * W, rng);
+  Vec bias = randn<double>(s.heads * s.N * s.N, rng);
+  Vec o(M * W), P(s.B * s.heads * s.N * s.N), scratch(P.size());
+  auto loss = [&] {
+    attention_forward(o.data(), P.data(), qkv.data(), s, bias.data());
+    return dot(r, o);
+  };
+  loss();
+  Vec dqkv(M * 3 * W, std::nan("")), dbias(bias.size(), 0.0);
+  attention_backward(dqkv.data(), r.data(), qkv.data(), P.data(), s, scratch.data(), dbias.data());
+  expect_fd("dqkv with bias", qkv, dqkv, loss);
+  expect_fd("dbias", bias, dbias, loss);
+  Vec dqkv_ref(M * 3 * W, std::nan("")), dbias_ref(bias.size(), 0.0), o_ref(M * W);
+  attention_forward_ref(o_ref.data(), qkv.data(), s, bias.data());
+  attention_backward_ref(dqkv_ref.data(), r.data(), qkv.data(), s, bias.data(), dbias_ref.data());
+  EXPECT_TRUE(close("ref o with bias", o_ref, o, tol::kFdRel));
+  EXPECT_TRUE(close("ref dqkv with bias", dqkv_ref, dqkv, tol::kFdRel));
+  EXPECT_TRUE(close("ref dbias", dbias_ref, dbias, tol::kFdRel));
+}
+
 TEST(Attention, ProbabilityRowsSumToOne) {
   // Double: exact up to rounding. Float: sums of N float terms, as in a fast-vs-ref comparison.
   const AttnShape s{9, 2, 3, 5};

@@ -24,7 +24,7 @@ struct Views {
 }  // namespace
 
 template <class T>
-void attention_forward(T* o, T* P, const T* qkv, AttnShape s) {
+void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias) {
   const int64_t N = s.N, dh = s.dh, pairs = s.B * s.heads;
   const Views v(s);
   const T scale = T(1) / std::sqrt(T(dh));
@@ -38,11 +38,14 @@ void attention_forward(T* o, T* P, const T* qkv, AttnShape s) {
     matmul<T>(false, true, N, N, dh, Q, v.ldqkv, K, v.ldqkv, T(0), Pbh, N);  // Q Kᵀ (unscaled)
     for (int64_t i = 0; i < N; ++i) {
       T* p = Pbh + i * N;
+      const T* bi = bias ? bias + (h * N + i) * N : nullptr;
+#pragma omp simd
+      for (int64_t j = 0; j < N; ++j) p[j] = p[j] * scale + (bi ? bi[j] : T(0));
       T mx = p[0];
       for (int64_t j = 1; j < N; ++j) mx = std::max(mx, p[j]);
       T sum = 0;
-      for (int64_t j = 0; j < N; ++j) {  // scale > 0, so max(S·scale) = scale·max(S)
-        p[j] = std::exp((p[j] - mx) * scale);
+      for (int64_t j = 0; j < N; ++j) {
+        p[j] = std::exp(p[j] - mx);
         sum += p[j];
       }
       const T inv = T(1) / sum;
@@ -55,30 +58,25 @@ void attention_forward(T* o, T* P, const T* qkv, AttnShape s) {
 
 template <class T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnShape s,
-                        T* scratch) {
+                        T* scratch, T* dbias) {
   const int64_t N = s.N, dh = s.dh, pairs = s.B * s.heads;
   const Views v(s);
   const T scale = T(1) / std::sqrt(T(dh));
   // Each pair overwrites its own dh columns of dq, dk and dv in its batch item's rows: together
-  // the pairs cover all of dqkv exactly once.
+  // the pairs cover all of dqkv exactly once. Phase 1: dV, and dS (the score gradient) in scratch.
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < pairs; ++bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
     const int64_t qoff = v.q(s, b, h);
-    const T* Q = qkv + qoff;
-    const T* K = Q + v.W;
-    const T* V = Q + 2 * v.W;
-    T* dQ = dqkv + qoff;
-    T* dK = dQ + v.W;
-    T* dV = dQ + 2 * v.W;
+    const T* V = qkv + qoff + 2 * v.W;
+    T* dV = dqkv + qoff + 2 * v.W;
     const T* dO = dout + v.o(s, b, h);
     const T* Pbh = P + bh * N * N;
     T* dS = scratch + bh * N * N;
     // fwd: O = P V  =>  dP = dO Vᵀ,  dV = Pᵀ dO
     matmul<T>(false, true, N, N, dh, dO, v.ldo, V, v.ldqkv, T(0), dS, N);
     matmul<T>(true, false, N, dh, N, Pbh, N, dO, v.ldo, T(0), dV, v.ldqkv);
-    // fwd: P = softmax(S·scale) by rows  =>  d(S·scale) = P ⊙ (dP − rowsum(dP ⊙ P)); the scale
-    // is folded in here so that both products below are plain.
+    // fwd: P = softmax(S) by rows  =>  dS = P ⊙ (dP − rowsum(dP ⊙ P))
     for (int64_t i = 0; i < N; ++i) {
       T* d = dS + i * N;
       const T* p = Pbh + i * N;
@@ -86,9 +84,31 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnSh
 #pragma omp simd reduction(+ : c)
       for (int64_t j = 0; j < N; ++j) c += d[j] * p[j];
 #pragma omp simd
-      for (int64_t j = 0; j < N; ++j) d[j] = p[j] * (d[j] - c) * scale;
+      for (int64_t j = 0; j < N; ++j) d[j] = p[j] * (d[j] - c);
     }
-    // fwd: S = Q Kᵀ  =>  dQ = dS K,  dK = dSᵀ Q
+  }
+  // The bias is shared by the batch: its gradient sums dS over b (in b order, deterministic).
+  if (dbias) {
+    const int64_t HNN = s.heads * N * N;
+#pragma omp parallel for schedule(static)
+    for (int64_t e = 0; e < HNN; ++e) {
+      T acc = 0;
+      for (int64_t b = 0; b < s.B; ++b) acc += scratch[b * HNN + e];
+      dbias[e] += acc;
+    }
+  }
+  // Phase 2. fwd: S = Q Kᵀ·scale  =>  dQ = dS K·scale,  dK = dSᵀ Q·scale (scale folded into dS).
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < pairs; ++bh) {
+    const int64_t b = bh / s.heads, h = bh % s.heads;
+    const int64_t qoff = v.q(s, b, h);
+    const T* Q = qkv + qoff;
+    const T* K = Q + v.W;
+    T* dQ = dqkv + qoff;
+    T* dK = dQ + v.W;
+    T* dS = scratch + bh * N * N;
+#pragma omp simd
+    for (int64_t e = 0; e < N * N; ++e) dS[e] *= scale;
     matmul<T>(false, false, N, dh, N, dS, N, K, v.ldqkv, T(0), dQ, v.ldqkv);
     matmul<T>(true, false, N, dh, N, dS, N, Q, v.ldqkv, T(0), dK, v.ldqkv);
   }
@@ -102,7 +122,7 @@ inline int64_t at(const AttnShape& s, int64_t cols, int64_t n, int64_t b, int64_
 
 // The reference's probabilities for one (b, h): P[i·N + j], query i, key j.
 template <class T>
-std::vector<double> ref_probs(const T* qkv, AttnShape s, int64_t b, int64_t h) {
+std::vector<double> ref_probs(const T* qkv, AttnShape s, int64_t b, int64_t h, const T* bias) {
   const int64_t N = s.N, W = s.width(), C = 3 * W;
   const double scale = 1.0 / std::sqrt(double(s.dh));
   std::vector<double> P(N * N);
@@ -113,7 +133,7 @@ std::vector<double> ref_probs(const T* qkv, AttnShape s, int64_t b, int64_t h) {
       for (int64_t d = 0; d < s.dh; ++d)
         acc += double(qkv[at(s, C, i, b, h * s.dh + d)]) *
                double(qkv[at(s, C, j, b, W + h * s.dh + d)]);
-      P[i * N + j] = acc * scale;
+      P[i * N + j] = acc * scale + (bias ? double(bias[(h * N + i) * N + j]) : 0.0);
       mx = std::max(mx, P[i * N + j]);
     }
     double sum = 0;
@@ -125,11 +145,11 @@ std::vector<double> ref_probs(const T* qkv, AttnShape s, int64_t b, int64_t h) {
 }  // namespace
 
 template <class T>
-void attention_forward_ref(T* o, const T* qkv, AttnShape s) {
+void attention_forward_ref(T* o, const T* qkv, AttnShape s, const T* bias) {
   const int64_t N = s.N, W = s.width(), C = 3 * W;
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.heads; ++h) {
-      const std::vector<double> P = ref_probs(qkv, s, b, h);
+      const std::vector<double> P = ref_probs(qkv, s, b, h, bias);
       for (int64_t i = 0; i < N; ++i)
         for (int64_t d = 0; d < s.dh; ++d) {
           double acc = 0;
@@ -141,12 +161,13 @@ void attention_forward_ref(T* o, const T* qkv, AttnShape s) {
 }
 
 template <class T>
-void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s) {
+void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s, const T* bias,
+                            T* dbias) {
   const int64_t N = s.N, W = s.width(), C = 3 * W, dh = s.dh;
   const double scale = 1.0 / std::sqrt(double(dh));
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.heads; ++h) {
-      const std::vector<double> P = ref_probs(qkv, s, b, h);
+      const std::vector<double> P = ref_probs(qkv, s, b, h, bias);
       auto q = [&](int64_t n, int64_t d) { return double(qkv[at(s, C, n, b, h * dh + d)]); };
       auto k = [&](int64_t n, int64_t d) { return double(qkv[at(s, C, n, b, W + h * dh + d)]); };
       auto vv = [&](int64_t n, int64_t d) {
@@ -165,6 +186,8 @@ void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s) {
         }
         for (int64_t j = 0; j < N; ++j) dS[i * N + j] = P[i * N + j] * (dS[i * N + j] - c);
       }
+      if (dbias)
+        for (int64_t e = 0; e < N * N; ++e) dbias[h * N * N + e] += T(dS[e]);
       for (int64_t n = 0; n < N; ++n)
         for (int64_t d = 0; d < dh; ++d) {
           double dq = 0, dk = 0, dv = 0;
@@ -181,10 +204,10 @@ void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s) {
 }
 
 #define GMLP_INSTANTIATE(T)                                                                  \
-  template void attention_forward<T>(T*, T*, const T*, AttnShape);                          \
-  template void attention_backward<T>(T*, const T*, const T*, const T*, AttnShape, T*);     \
-  template void attention_forward_ref<T>(T*, const T*, AttnShape);                          \
-  template void attention_backward_ref<T>(T*, const T*, const T*, AttnShape);
+  template void attention_forward<T>(T*, T*, const T*, AttnShape, const T*);                \
+  template void attention_backward<T>(T*, const T*, const T*, const T*, AttnShape, T*, T*); \
+  template void attention_forward_ref<T>(T*, const T*, AttnShape, const T*);                \
+  template void attention_backward_ref<T>(T*, const T*, const T*, AttnShape, const T*, T*);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)
 

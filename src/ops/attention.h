@@ -1,7 +1,9 @@
 // Softmax self-attention on token-major packed QKV (Vaswani et al. 2017; timm's ViT Attention
 // after its qkv Linear, and aMLP's tiny single-head attention, Liu et al. 2021 §4.3):
-//   for every batch item b and head h:  S = Q Kᵀ · scale,  P = softmax over keys (S),  O = P V
-// with scale = 1/sqrt(dh). The projections (qkv Linear, output Linear) are separate linear ops.
+//   for every batch item b and head h:  S = Q Kᵀ · scale [+ bias_h],  P = softmax over keys (S),
+//   O = P V
+// with scale = 1/sqrt(dh), and bias an optional (heads, N, N) additive score bias shared by the
+// batch (T5's relative position bias). The projections (qkv, output) are separate linear ops.
 //
 // Layout. qkv is (N, B, 3·W) token-major (row n·B + b), W = heads·dh, each row [q | k | v], and
 // within q (and k, v) head h owns columns h·dh .. h·dh+dh-1: timm's
@@ -23,20 +25,22 @@ struct AttnShape {
 // softmax probabilities (saved for backward), row = query, column = key. Softmax is stable
 // (the row max is subtracted before exp).
 template <class T>
-void attention_forward(T* o, T* P, const T* qkv, AttnShape s);
+void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias = nullptr);
 
 // dqkv: (N, B, 3·width) overwritten with ∂L/∂qkv given dout = ∂L/∂o (N, B, width) and the P
 // saved by attention_forward. scratch: B·heads·N·N values (dP, then dS in place), overwritten.
 //   dP = dO Vᵀ,  dV = Pᵀ dO,  dS = P ⊙ (dP − rowsum(dP ⊙ P)),  dQ = dS K·scale,  dK = dSᵀ Q·scale
+// dbias (heads, N, N), if given, accumulates Σ_b dS (the bias gradient).
 template <class T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnShape s,
-                        T* scratch);
+                        T* scratch, T* dbias = nullptr);
 
 // Plain loops (double accumulation) straight from the definition; no saved state. The backward
 // recomputes P and overwrites dqkv.
 template <class T>
-void attention_forward_ref(T* o, const T* qkv, AttnShape s);
+void attention_forward_ref(T* o, const T* qkv, AttnShape s, const T* bias = nullptr);
 template <class T>
-void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s);
+void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s,
+                            const T* bias = nullptr, T* dbias = nullptr);
 
 }  // namespace gmlp
