@@ -395,8 +395,9 @@ class GatingMlp final : public Branch<T> {
 template <class T>
 class SelfAttention final : public Branch<T> {
  public:
-  SelfAttention(ParamTable& t, const std::string& prefix, BranchDims d, int64_t heads, InitStyle style)
-      : d_(d), heads_(heads), style_(style),
+  SelfAttention(ParamTable& t, const std::string& prefix, BranchDims d, int64_t heads, InitStyle style,
+                const SharedScoreBias<T>* score_bias)
+      : d_(d), heads_(heads), style_(style), score_bias_(score_bias),
         qkv_(t, prefix + ".qkv", d.D, 3 * d.D), proj_(t, prefix + ".proj", d.D, d.D) {}
   void init(T* w, Rng& rng) const override {
     qkv_.init(w, style_, rng);
@@ -416,14 +417,15 @@ class SelfAttention final : public Branch<T> {
     GMLP_PROFILE("fwd.attention");
     const int64_t M = d_.N * B;
     qkv_.forward(qkv_buf_, xn, w, M);
-    attention_forward(o_, P_, qkv_buf_, shape(B));
+    attention_forward(o_, P_, qkv_buf_, shape(B), score_bias_ ? score_bias_->bias : nullptr);
     proj_.forward(y, o_, w, M);
   }
   void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.attention");
     const int64_t M = d_.N * B;
     proj_.backward(do_, dy, o_, w, g, M);
-    attention_backward(dqkv_, do_, qkv_buf_, P_, shape(B), scratch_);
+    attention_backward(dqkv_, do_, qkv_buf_, P_, shape(B), scratch_,
+                       score_bias_ ? score_bias_->dbias : nullptr);
     qkv_.backward(dxn, dqkv_, xn, w, g, M);
   }
   double flops_per_image() const override {
@@ -436,6 +438,7 @@ class SelfAttention final : public Branch<T> {
   BranchDims d_;
   int64_t heads_;
   InitStyle style_;
+  const SharedScoreBias<T>* score_bias_;
   LinearParams qkv_, proj_;
   T *qkv_buf_ = nullptr, *P_ = nullptr, *o_ = nullptr;
   T *do_ = nullptr, *dqkv_ = nullptr, *scratch_ = nullptr;
@@ -568,8 +571,9 @@ std::unique_ptr<Branch<T>> make_gating_mlp(ParamTable& t, const std::string& pre
 }
 template <class T>
 std::unique_ptr<Branch<T>> make_self_attention(ParamTable& t, const std::string& prefix,
-                                               BranchDims d, int64_t heads, InitStyle style) {
-  return std::make_unique<SelfAttention<T>>(t, prefix, d, heads, style);
+                                               BranchDims d, int64_t heads, InitStyle style,
+                                               const SharedScoreBias<T>* score_bias) {
+  return std::make_unique<SelfAttention<T>>(t, prefix, d, heads, style, score_bias);
 }
 template <class T>
 std::unique_ptr<Branch<T>> make_external_attention(ParamTable& t, const std::string& prefix,
@@ -589,8 +593,8 @@ std::unique_ptr<Branch<T>> make_external_attention(ParamTable& t, const std::str
   template std::unique_ptr<Branch<T>> make_gating_mlp<T>(ParamTable&, const std::string&,         \
                                                          BranchDims, int64_t, const std::string&, \
                                                          float, int64_t);                         \
-  template std::unique_ptr<Branch<T>> make_self_attention<T>(ParamTable&, const std::string&,     \
-                                                             BranchDims, int64_t, InitStyle);     \
+  template std::unique_ptr<Branch<T>> make_self_attention<T>(                                     \
+      ParamTable&, const std::string&, BranchDims, int64_t, InitStyle, const SharedScoreBias<T>*);  \
   template std::unique_ptr<Branch<T>> make_external_attention<T>(                                 \
       ParamTable&, const std::string&, BranchDims, int64_t, int64_t, InitStyle);
 GMLP_INSTANTIATE(float)

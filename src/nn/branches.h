@@ -36,9 +36,19 @@ template <class T>
 std::unique_ptr<Branch<T>> make_gating_mlp(ParamTable& t, const std::string& prefix, BranchDims d,
                                            int64_t ffn, const std::string& gate, float gate_eps,
                                            int64_t attn_dim);
+// A (heads, N, N) score bias owned by the model and shared by its attention layers (T5's
+// relative positions): bias is read in forward, dbias accumulated in backward. The pointers are
+// set when the model plans its memory.
+template <class T>
+struct SharedScoreBias {
+  T* bias = nullptr;
+  T* dbias = nullptr;
+};
+
 template <class T>
 std::unique_ptr<Branch<T>> make_self_attention(ParamTable& t, const std::string& prefix,
-                                               BranchDims d, int64_t heads, InitStyle style);
+                                               BranchDims d, int64_t heads, InitStyle style,
+                                               const SharedScoreBias<T>* score_bias = nullptr);
 template <class T>
 std::unique_ptr<Branch<T>> make_external_attention(ParamTable& t, const std::string& prefix,
                                                    BranchDims d, int64_t heads, int64_t memory,

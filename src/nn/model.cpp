@@ -59,7 +59,7 @@ void Arena<T>::allocate(Buffer<T>& buf) {
 }
 
 template <class T>
-int64_t Model<T>::num_trainable() const {
+int64_t ParamModel<T>::num_trainable() const {
   int64_t n = 0;
   for (const ParamInfo& p : params())
     if (p.trainable) n += p.numel;
@@ -67,20 +67,20 @@ int64_t Model<T>::num_trainable() const {
 }
 
 template <class T>
-const ParamInfo& Model<T>::param(const std::string& name) const {
+const ParamInfo& ParamModel<T>::param(const std::string& name) const {
   for (const auto& p : params())
     if (p.name == name) return p;
   fail("the model has no parameter named '", name, "'");
 }
 
 template <class T>
-void Model<T>::allocate_params() {
+void ParamModel<T>::allocate_params() {
   w_.resize(size_t(table_.total()));
   g_.resize(size_t(table_.total()));
 }
 
 template <class T>
-void Model<T>::plan(int64_t max_batch, Mode mode) {
+void ParamModel<T>::plan(int64_t max_batch, Mode mode) {
   GMLP_CHECK(max_batch > 0);
   Arena<T> arena(mode);
   lay_out(arena, max_batch);
@@ -98,8 +98,8 @@ std::unique_ptr<Model<T>> make_model(const ModelConfig& config) {
 
 template class Arena<float>;
 template class Arena<double>;
-template class Model<float>;
-template class Model<double>;
+template class ParamModel<float>;
+template class ParamModel<double>;
 template std::unique_ptr<Model<float>> make_model<float>(const ModelConfig&);
 template std::unique_ptr<Model<double>> make_model<double>(const ModelConfig&);
 

@@ -76,15 +76,16 @@ class Arena {
   std::vector<Request> requests_;
 };
 
+// What every model shares: the parameter table and its flat weights and gradients, and the
+// activation plan. Vision models (Model) and text models (TextModel) add their inputs and heads.
 template <class T>
-class Model {
+class ParamModel {
  public:
-  explicit Model(const ModelConfig& config) : cfg_(config) {}
-  virtual ~Model() = default;
-  Model(const Model&) = delete;
-  Model& operator=(const Model&) = delete;
+  ParamModel() = default;
+  virtual ~ParamModel() = default;
+  ParamModel(const ParamModel&) = delete;
+  ParamModel& operator=(const ParamModel&) = delete;
 
-  const ModelConfig& config() const { return cfg_; }
   const std::vector<ParamInfo>& params() const { return table_.list(); }
   int64_t num_params() const { return int64_t(w_.size()); }
   // Trainable parameters only (what papers count; buffers excluded).
@@ -99,11 +100,33 @@ class Model {
   // The reference implementation's initialisation (timm's where timm has the model).
   virtual void init(Rng& rng) = 0;
 
-  // Plans activations for batches of up to max_batch images. Must precede forward().
+  // Plans activations for batches of up to max_batch inputs. Must precede forward.
   void plan(int64_t max_batch, Mode mode = Mode::train);
   int64_t planned_batch() const { return max_batch_; }
   Mode planned_mode() const { return mode_; }
   size_t activation_bytes() const { return acts_.size() * sizeof(T); }
+
+ protected:
+  int64_t add_param(const std::string& name, std::vector<int64_t> shape, bool decay,
+                    bool trainable = true) {
+    return table_.add(name, std::move(shape), decay, trainable);
+  }
+  void allocate_params();  // after the last add_param
+  virtual void lay_out(Arena<T>& arena, int64_t max_batch) = 0;
+
+  ParamTable table_;
+  Buffer<T> w_, g_;
+  Buffer<T> acts_;
+  int64_t max_batch_ = 0, batch_ = 0;
+  Mode mode_ = Mode::train;
+};
+
+// An image classifier.
+template <class T>
+class Model : public ParamModel<T> {
+ public:
+  explicit Model(const ModelConfig& config) : cfg_(config) {}
+  const ModelConfig& config() const { return cfg_; }
 
   // images: (B, C, S, S), normalised. Returns logits (B, K), valid until the next forward.
   // rng non-null means training: stochastic depth is drawn from it and BatchNorm uses (and
@@ -116,19 +139,7 @@ class Model {
   virtual double flops_per_image() const = 0;
 
  protected:
-  int64_t add_param(const std::string& name, std::vector<int64_t> shape, bool decay,
-                    bool trainable = true) {
-    return table_.add(name, std::move(shape), decay, trainable);
-  }
-  void allocate_params();  // after the last add_param
-  virtual void lay_out(Arena<T>& arena, int64_t max_batch) = 0;
-
   ModelConfig cfg_;
-  ParamTable table_;
-  Buffer<T> w_, g_;
-  Buffer<T> acts_;
-  int64_t max_batch_ = 0, batch_ = 0;
-  Mode mode_ = Mode::train;
 };
 
 // Builds the model config.model names (validating the config first).

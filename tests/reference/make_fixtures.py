@@ -26,6 +26,7 @@ from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
+import text_models  # noqa: E402
 import timm_gmlp  # noqa: E402
 
 TINY = dict(img_size=8, in_chans=2, patch_size=2, depth=2, dim=8, ffn=16, num_classes=5,
@@ -136,6 +137,58 @@ def make_case(name, case, out_dir):
     print(f"wrote {io_path}")
 
 
+TEXT_TINY = dict(vocab_size=23, seq_len=6, depth=2, dim=8, ffn=16, heads=2, attn_dim=4,
+                 num_classes=3, rel_buckets=8, rel_max_distance=16)
+TEXT_CASES = {f"text_{k}": dict(config=dict(TEXT_TINY, model=k), batch=3, seed=50 + i)
+              for i, k in enumerate(["gmlp", "amlp", "bert", "bert_rel"])}
+
+
+def make_text_case(name, case, out_dir):
+    """A text model: MLM loss (mean cross-entropy at masked positions, logits tied to the
+    embedding) and classification loss from [CLS], each with every parameter's gradient."""
+    cfg, B = case["config"], case["batch"]
+    torch.manual_seed(case["seed"])
+    gen = torch.Generator().manual_seed(case["seed"])
+    model = text_models.build(cfg)
+    timm_gmlp.randomize_(model, gen)
+    with torch.no_grad():  # embeddings O(1) like everything else
+        model.embed.weight.copy_(torch.randn(model.embed.weight.shape, generator=gen))
+    model_path = os.path.join(out_dir, f"{name}.model.safetensors")
+    save_file({k: f32(v) for k, v in model.state_dict().items()}, model_path,
+              metadata={"config": json.dumps(text_models.full_config(cfg))})
+    model = model.double()
+    N, V, K = cfg["seq_len"], cfg["vocab_size"], cfg["num_classes"]
+    ids = torch.randint(0, V, (B, N), generator=gen)
+    positions = torch.nonzero(torch.rand(B * N, generator=gen) < 0.4).flatten()
+    if positions.numel() == 0:
+        positions = torch.tensor([0])
+    mlm_labels = torch.randint(0, V, (positions.numel(),), generator=gen)
+    cls_labels = torch.randint(0, K, (B,), generator=gen)
+    io = {"ids": ids.to(torch.int64), "positions": positions.to(torch.int64),
+          "mlm_labels": mlm_labels.to(torch.int64), "cls_labels": cls_labels.to(torch.int64)}
+
+    def grads(prefix):
+        for pname, p in model.named_parameters():
+            io[f"{prefix}.{pname}"] = f32(p.grad if p.grad is not None else torch.zeros_like(p))
+
+    h = model.encode(ids)
+    logits = model.mlm_logits(h.reshape(B * N, -1)[positions])
+    loss = F.cross_entropy(logits, mlm_labels)
+    loss.backward()
+    io["mlm_logits"], io["mlm_loss"] = f32(logits), f32(loss.reshape(1))
+    grads("mlm_grad")
+    model.zero_grad(set_to_none=True)
+    h = model.encode(ids)
+    logits = model.classify(h)
+    loss = F.cross_entropy(logits, cls_labels)
+    loss.backward()
+    io["cls_logits"], io["cls_loss"] = f32(logits), f32(loss.reshape(1))
+    grads("cls_grad")
+    io_path = os.path.join(out_dir, f"{name}.io.safetensors")
+    save_file(io, io_path, metadata={"config": json.dumps(text_models.full_config(cfg))})
+    print(f"wrote {model_path}\nwrote {io_path}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for the fixture files")
@@ -144,6 +197,8 @@ def main():
     torch.use_deterministic_algorithms(True)
     for name, case in CASES.items():
         make_case(name, case, args.out)
+    for name, case in TEXT_CASES.items():
+        make_text_case(name, case, args.out)
 
 
 if __name__ == "__main__":

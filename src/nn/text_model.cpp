@@ -1,0 +1,305 @@
+#include "nn/text_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/profile.h"
+#include "nn/init.h"
+#include "ops/cross_entropy.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+
+#define GMLP_PROFILE(name) const ::gmlp::profile::Scope gmlp_profile_scope(name)
+
+namespace gmlp {
+
+const std::vector<std::string> kTextModelKinds = {"gmlp", "amlp", "bert", "bert_rel"};
+
+void TextConfig::validate() const {
+  auto need = [](bool ok, const char* what, auto got) {
+    if (!ok) fail("invalid text model config: ", what, " (got ", got, ")");
+  };
+  need(std::find(kTextModelKinds.begin(), kTextModelKinds.end(), model) != kTextModelKinds.end(),
+       "model must be gmlp, amlp, bert or bert_rel", model);
+  need(vocab_size > 5 && vocab_size <= 1000000, "vocab_size must be in 6..1000000", vocab_size);
+  need(seq_len > 1 && seq_len <= 8192, "seq_len must be in 2..8192", seq_len);
+  need(depth > 0 && depth <= 1000, "depth must be in 1..1000", depth);
+  need(dim > 0 && dim <= 65536, "dim must be in 1..65536", dim);
+  need(ffn > 0 && ffn <= 262144, "ffn must be in 1..262144", ffn);
+  need(num_classes >= 0, "num_classes must be >= 0", num_classes);
+  need(drop_path >= 0 && drop_path < 1, "drop_path must be in [0, 1)", drop_path);
+  if (model == "gmlp" || model == "amlp") {
+    need(gate == "split" || gate == "multiplicative" || gate == "additive" || gate == "linear",
+         "gate must be split, multiplicative, additive or linear", gate);
+    need(gate != "split" || ffn % 2 == 0, "ffn must be even for the split gate", ffn);
+  }
+  if (model == "amlp") need(attn_dim > 0, "attn_dim must be positive", attn_dim);
+  if (model == "bert" || model == "bert_rel") need(heads > 0 && dim % heads == 0, "heads must divide dim", heads);
+  if (model == "bert_rel") {
+    need(rel_buckets >= 4 && rel_buckets % 2 == 0, "rel_buckets must be even and >= 4", rel_buckets);
+    need(rel_max_distance > rel_buckets / 4, "rel_max_distance must exceed rel_buckets/4", rel_max_distance);
+  }
+}
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextConfig, model, vocab_size, seq_len, depth, dim,
+                                                ffn, heads, attn_dim, gate, num_classes,
+                                                rel_buckets, rel_max_distance, drop_path, ln_eps,
+                                                gate_eps)
+
+nlohmann::json TextConfig::to_json() const { return *this; }
+TextConfig TextConfig::from_json(const nlohmann::json& j) { return j.get<TextConfig>(); }
+
+int t5_bucket(int relative_position, int num_buckets, int max_distance) {
+  // transformers' T5Attention._relative_position_bucket, bidirectional.
+  const int half = num_buckets / 2;
+  int bucket = relative_position > 0 ? half : 0;
+  const int n = std::abs(relative_position);
+  const int max_exact = half / 2;
+  if (n < max_exact) return bucket + n;
+  const int large = max_exact + int(std::log(double(n) / max_exact) /
+                                    std::log(double(max_distance) / max_exact) * (half - max_exact));
+  return bucket + std::min(large, half - 1);
+}
+
+template <class T>
+TextModel<T>::TextModel(const TextConfig& config) : cfg_(config) {
+  cfg_.validate();
+  const TextConfig& c = cfg_;
+  ParamTable& t = this->table_;
+  const int64_t V = c.vocab_size, N = c.seq_len, D = c.dim, L = c.depth;
+  const BranchDims dims{N, D};
+  const bool attention = c.model == "bert" || c.model == "bert_rel";
+  const InitStyle style = attention ? InitStyle::vit : InitStyle::mixer;
+  embed_ = t.add("embed.weight", {V, D}, true);
+  if (c.model == "bert") pos_ = t.add("pos_embed", {1, N, D}, false);
+  if (c.model == "bert_rel") {
+    rel_ = t.add("rel_bias.weight", {c.rel_buckets, c.heads}, true);
+    buckets_.resize(size_t(N * N));
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        buckets_[i * N + j] = t5_bucket(int(j - i), c.rel_buckets, c.rel_max_distance);
+  }
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    const double rate = L > 1 ? c.drop_path * double(l) / double(L - 1) : c.drop_path;
+    auto sublayer = [&](const std::string& norm_name, auto make_branch) {
+      ResidualSpec s;
+      s.norm = NormKind::layernorm, s.norm_name = b + norm_name, s.eps = float(c.ln_eps);
+      s.drop_rate = rate;
+      auto r = std::make_unique<Residual<T>>(t, s, N, D);
+      r->attach(make_branch());
+      layers_.push_back(std::move(r));
+    };
+    if (!attention) {
+      sublayer("norm", [&] {
+        return make_gating_mlp<T>(t, b + "mlp_channels", dims, c.ffn, c.gate, float(c.gate_eps),
+                                  c.model == "amlp" ? c.attn_dim : 0);
+      });
+    } else {
+      sublayer("norm1", [&] {
+        return make_self_attention<T>(t, b + "attn", dims, c.heads, style,
+                                      c.model == "bert_rel" ? &score_bias_ : nullptr);
+      });
+      sublayer("norm2", [&] { return make_channel_mlp<T>(t, b + "mlp", dims, c.ffn, style); });
+    }
+  }
+  norm_w_ = t.add("norm.weight", {D}, false);
+  norm_b_ = t.add("norm.bias", {D}, false);
+  mlm_b_ = t.add("mlm_bias", {V}, false);
+  if (c.num_classes > 0) {
+    cls_w_ = t.add("cls_head.weight", {c.num_classes, D}, true);
+    cls_b_ = t.add("cls_head.bias", {c.num_classes}, false);
+  }
+  this->allocate_params();
+}
+
+template <class T>
+void TextModel<T>::init(Rng& rng) {
+  T* w = this->w_.data();
+  const int64_t V = cfg_.vocab_size, N = cfg_.seq_len, D = cfg_.dim;
+  init::trunc_normal(w + embed_, V * D, 0.02, rng);  // BERT: N(0, 0.02)
+  if (pos_ >= 0) init::trunc_normal(w + pos_, N * D, 0.02, rng);
+  if (rel_ >= 0) init::trunc_normal(w + rel_, int64_t(cfg_.rel_buckets) * cfg_.heads, 0.02, rng);
+  for (const auto& layer : layers_) layer->init(w, rng);
+  init::fill(w + norm_w_, D, T(1));
+  init::fill(w + norm_b_, D, T(0));
+  init::fill(w + mlm_b_, V, T(0));
+  if (cls_w_ >= 0) {
+    init::trunc_normal(w + cls_w_, int64_t(cfg_.num_classes) * D, 0.02, rng);
+    init::fill(w + cls_b_, cfg_.num_classes, T(0));
+  }
+}
+
+template <class T>
+void TextModel<T>::lay_out(Arena<T>& a, int64_t B) {
+  const int64_t N = cfg_.seq_len, M = N * B, D = cfg_.dim, V = cfg_.vocab_size,
+                L = int64_t(layers_.size()), HNN = int64_t(cfg_.heads) * N * N;
+  const bool train = a.training();
+  x_.assign(L + 1, nullptr);
+  for (int64_t l = 0; l < (train ? L + 1 : 2); ++l) a.global(&x_[l], M * D);
+  for (auto [p, n] : {std::pair{&xf_, M * D}, {&meanf_, M}, {&rstdf_, M}, {&logits_, kMlmChunk * V},
+                      {&rows_, kMlmChunk * D}, {&cls_logits_, B * std::max(1, cfg_.num_classes)}})
+    a.global(p, n);
+  if (rel_ >= 0) a.global(&bias_buf_, HNN);
+  if (train) {
+    for (auto [p, n] : {std::pair{&dxf_, M * D}, {&dX_, M * D}, {&drows_, kMlmChunk * D}})
+      a.global(p, n);
+    if (rel_ >= 0) a.global(&dbias_buf_, HNN);
+  }
+  for (const auto& layer : layers_) layer->lay_out(a, B);
+  ids_.assign(size_t(M), 0);
+}
+
+template <class T>
+const T* TextModel<T>::encode(const int32_t* ids, int64_t B, Rng* rng) {
+  GMLP_CHECK(B > 0 && B <= this->max_batch_);
+  this->batch_ = B;
+  const int64_t N = cfg_.seq_len, M = N * B, D = cfg_.dim, V = cfg_.vocab_size,
+                L = int64_t(layers_.size());
+  const bool train = this->mode_ == Mode::train;
+  auto stream = [&](int64_t l) { return train ? x_[l] : x_[l % 2]; };
+  const T* w = this->w_.data();
+  for (int64_t i = 0; i < M; ++i)
+    if (ids[i] < 0 || ids[i] >= V)
+      fail("token id ", ids[i], " at position ", i, " is outside the vocabulary of ", V);
+  std::copy(ids, ids + M, ids_.begin());
+  {
+    GMLP_PROFILE("fwd.embed");
+    T* x0 = stream(0);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < M; ++r) {  // token-major row r = n·B + b holds ids[b·N + n]
+      const int64_t n = r / B, b = r % B;
+      const T* e = w + embed_ + int64_t(ids[b * N + n]) * D;
+      const T* p = pos_ >= 0 ? w + pos_ + n * D : nullptr;
+      for (int64_t d = 0; d < D; ++d) x0[r * D + d] = e[d] + (p ? p[d] : T(0));
+    }
+  }
+  if (rel_ >= 0) {
+    const int64_t H = cfg_.heads;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t e = 0; e < N * N; ++e) bias_buf_[h * N * N + e] = w[rel_ + buckets_[e] * H + h];
+    score_bias_.bias = bias_buf_;
+  }
+  for (int64_t l = 0; l < L; ++l) layers_[l]->forward(stream(l + 1), stream(l), w, B, rng);
+  GMLP_PROFILE("fwd.norm");
+  layernorm_forward(xf_, D, meanf_, rstdf_, stream(L), D, w + norm_w_, w + norm_b_, M, D,
+                    T(cfg_.ln_eps));
+  return xf_;
+}
+
+template <class T>
+const T* TextModel<T>::mlm_logits(const int64_t* positions, int64_t count) {
+  GMLP_CHECK(count >= 0 && count <= kMlmChunk);
+  const int64_t N = cfg_.seq_len, B = this->batch_, D = cfg_.dim, V = cfg_.vocab_size;
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t p = positions[k];
+    GMLP_CHECK(p >= 0 && p < B * N);
+    const int64_t row = (p % N) * B + p / N;  // flat b·N + n → token-major n·B + b
+    std::copy(xf_ + row * D, xf_ + (row + 1) * D, rows_ + k * D);
+  }
+  const T* w = this->w_.data();
+  linear_forward(logits_, rows_, w + embed_, w + mlm_b_, count, D, V);  // tied: h · Eᵀ + b
+  return logits_;
+}
+
+template <class T>
+typename TextModel<T>::MlmResult TextModel<T>::mlm(const int64_t* positions, const int32_t* labels,
+                                                   int64_t count, bool backward) {
+  GMLP_PROFILE("mlm_head");
+  const int64_t N = cfg_.seq_len, B = this->batch_, D = cfg_.dim, V = cfg_.vocab_size;
+  MlmResult r;
+  if (backward) {
+    GMLP_CHECK(this->mode_ == Mode::train);
+    std::fill(dxf_, dxf_ + N * B * D, T(0));
+  }
+  std::vector<T> probs(size_t(kMlmChunk * V));
+  T* g = this->g_.data();
+  const T* w = this->w_.data();
+  for (int64_t c0 = 0; c0 < count; c0 += kMlmChunk) {
+    const int64_t rows = std::min(kMlmChunk, count - c0);
+    const T* lg = mlm_logits(positions + c0, rows);
+    for (int64_t k = 0; k < rows; ++k) {
+      const int32_t y = labels[c0 + k];
+      GMLP_CHECK(y >= 0 && y < V);
+      const T* row = lg + k * V;
+      r.correct += (std::max_element(row, row + V) - row) == y;
+    }
+    r.loss_sum += double(cross_entropy_forward(probs.data(), lg, labels + c0, rows, V, T(0))) * rows;
+    if (!backward) continue;
+    // ∂(mean over all count positions)/∂logits = (p − onehot)/count: the op divides by rows.
+    cross_entropy_backward(logits_, probs.data(), labels + c0, rows, V, T(0));
+    const T scale = T(double(rows) / double(count));
+    for (int64_t i = 0; i < rows * V; ++i) logits_[i] *= scale;
+    linear_backward(drows_, g + embed_, g + mlm_b_, logits_, rows_, w + embed_, rows, D, V, true);
+    for (int64_t k = 0; k < rows; ++k) {
+      const int64_t p = positions[c0 + k], row = (p % N) * B + p / N;
+      for (int64_t d = 0; d < D; ++d) dxf_[row * D + d] += drows_[k * D + d];
+    }
+  }
+  if (backward && count > 0) backward_encoder();
+  return r;
+}
+
+template <class T>
+const T* TextModel<T>::classify() {
+  GMLP_CHECK(cls_w_ >= 0);
+  const T* w = this->w_.data();
+  // Token-major: the [CLS] (first) token's rows are the first B rows.
+  linear_forward(cls_logits_, xf_, w + cls_w_, w + cls_b_, this->batch_, cfg_.dim, cfg_.num_classes);
+  return cls_logits_;
+}
+
+template <class T>
+void TextModel<T>::classify_backward(const T* dlogits) {
+  GMLP_CHECK(cls_w_ >= 0 && this->mode_ == Mode::train);
+  const int64_t B = this->batch_, N = cfg_.seq_len, D = cfg_.dim;
+  T* g = this->g_.data();
+  std::fill(dxf_, dxf_ + N * B * D, T(0));
+  linear_backward(dxf_, g + cls_w_, g + cls_b_, dlogits, xf_, this->w_.data() + cls_w_, B, D,
+                  int64_t(cfg_.num_classes), true);
+  backward_encoder();
+}
+
+template <class T>
+void TextModel<T>::backward_encoder() {
+  const int64_t B = this->batch_, N = cfg_.seq_len, M = N * B, D = cfg_.dim,
+                L = int64_t(layers_.size());
+  const T* w = this->w_.data();
+  T* g = this->g_.data();
+  std::fill(dX_, dX_ + M * D, T(0));
+  layernorm_backward(dX_, D, g + norm_w_, g + norm_b_, dxf_, D, x_[L], D, meanf_, rstdf_,
+                     w + norm_w_, M, D);
+  if (rel_ >= 0) {
+    std::fill(dbias_buf_, dbias_buf_ + int64_t(cfg_.heads) * N * N, T(0));
+    score_bias_.dbias = dbias_buf_;
+  }
+  for (int64_t l = L - 1; l >= 0; --l) layers_[l]->backward(dX_, x_[l], w, g, B);
+  GMLP_PROFILE("bwd.embed");
+  if (rel_ >= 0) {
+    const int64_t H = cfg_.heads;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t e = 0; e < N * N; ++e) g[rel_ + buckets_[e] * H + h] += dbias_buf_[h * N * N + e];
+  }
+  for (int64_t r = 0; r < M; ++r) {  // the embedding's rows gather; their gradients scatter-add
+    const int64_t n = r / B, b = r % B;
+    T* ge = g + embed_ + int64_t(ids_[b * N + n]) * D;
+    T* gp = pos_ >= 0 ? g + pos_ + n * D : nullptr;
+    for (int64_t d = 0; d < D; ++d) {
+      ge[d] += dX_[r * D + d];
+      if (gp) gp[d] += dX_[r * D + d];
+    }
+  }
+}
+
+template <class T>
+double TextModel<T>::flops_per_sequence() const {
+  double f = 0;
+  for (const auto& layer : layers_) f += layer->flops_per_image();
+  return f;
+}
+
+template class TextModel<float>;
+template class TextModel<double>;
+
+}  // namespace gmlp

@@ -1,0 +1,100 @@
+// Masked-language models over token ids, sharing the vision models' residual sublayers and
+// branches (token_model.h, branches.h): gMLP (no position information at all), aMLP (its tiny
+// attention in the gate), and the BERT-style Transformer baseline with learned absolute
+// positions ("bert") or T5 relative position biases ("bert_rel"). Pre-LayerNorm blocks, a final
+// LayerNorm, and two heads on the last layer:
+//   MLM              logits = h · Eᵀ + b, the output projection tied to the token embedding E
+//   classification   logits = W · h_[CLS] + c, from the first token's representation
+// Activations are token-major (N, B, D) as everywhere; ids are (B, N) row-major as stored.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "nn/branches.h"
+#include "nn/model.h"
+#include "nn/token_model.h"
+
+namespace gmlp {
+
+struct TextConfig {
+  std::string model = "gmlp";  // gmlp, amlp, bert, bert_rel
+  int vocab_size = 8000;       // V
+  int seq_len = 128;           // N
+  int depth = 4;               // L
+  int dim = 256;               // D
+  int ffn = 1024;              // F: gMLP's d_ffn; the Transformer's MLP width
+  int heads = 4;               // bert, bert_rel
+  int attn_dim = 64;           // amlp: the tiny attention's width
+  std::string gate = "split";  // gmlp/amlp gating: split, multiplicative, additive, linear
+  int num_classes = 0;         // > 0: a classification head on [CLS]
+  int rel_buckets = 32;        // bert_rel: T5 bidirectional buckets ...
+  int rel_max_distance = 128;  // ... and the distance where the log-spaced buckets end
+  double drop_path = 0;
+  double ln_eps = 1e-6;
+  double gate_eps = 1e-5;
+
+  void validate() const;  // throws gmlp::Error naming the field
+  nlohmann::json to_json() const;
+  static TextConfig from_json(const nlohmann::json& j);
+};
+
+extern const std::vector<std::string> kTextModelKinds;
+
+// T5's bidirectional relative-position bucket of key j for query i (relative position j − i):
+// half the buckets for each direction, exact up to buckets/4, then log-spaced to max_distance.
+int t5_bucket(int relative_position, int num_buckets, int max_distance);
+
+template <class T>
+class TextModel final : public ParamModel<T> {
+ public:
+  explicit TextModel(const TextConfig& config);
+  const TextConfig& config() const { return cfg_; }
+  void init(Rng& rng) override;
+
+  // Runs the encoder on ids (B, N) (B ≤ the planned batch); rng non-null: training (drop path).
+  // Returns the final-LayerNorm output (N, B, D).
+  const T* encode(const int32_t* ids, int64_t B, Rng* rng = nullptr);
+
+  struct MlmResult {
+    double loss_sum = 0;  // Σ cross-entropy over the positions
+    int64_t correct = 0;  // arg-max hits
+  };
+  // Masked-token cross-entropy at `count` positions (flat b·N + n) of the last encode against
+  // their labels, logits formed a chunk of rows at a time. With backward, accumulates the
+  // gradient of the MEAN loss into every parameter (the encoder included).
+  MlmResult mlm(const int64_t* positions, const int32_t* labels, int64_t count, bool backward);
+  // The vocabulary logits (count ≤ kMlmChunk rows) at positions of the last encode.
+  const T* mlm_logits(const int64_t* positions, int64_t count);
+  static constexpr int64_t kMlmChunk = 256;
+
+  // Classification logits (B, K) from the last encode's [CLS] rows; backward accumulates.
+  const T* classify();
+  void classify_backward(const T* dlogits);
+
+  // Multiply-adds ×2 of the encoder per sequence (the heads excluded).
+  double flops_per_sequence() const;
+
+ protected:
+  void lay_out(Arena<T>& arena, int64_t max_batch) override;
+
+ private:
+  void backward_encoder();  // from dXf_ (∂L/∂ final LayerNorm output) to the embeddings
+
+  TextConfig cfg_;
+  std::vector<std::unique_ptr<Residual<T>>> layers_;
+  SharedScoreBias<T> score_bias_;
+  std::vector<int32_t> buckets_;  // bert_rel: (N, N) bucket of each (query, key)
+  int64_t embed_ = 0, pos_ = -1, rel_ = -1, norm_w_ = 0, norm_b_ = 0, mlm_b_ = 0;
+  int64_t cls_w_ = -1, cls_b_ = -1;
+
+  std::vector<int32_t> ids_;  // the last encode's ids, for the embedding's backward
+  T *xf_ = nullptr, *meanf_ = nullptr, *rstdf_ = nullptr, *logits_ = nullptr, *rows_ = nullptr;
+  T *cls_logits_ = nullptr, *bias_buf_ = nullptr, *dbias_buf_ = nullptr;
+  std::vector<T*> x_;
+  T *dxf_ = nullptr, *dX_ = nullptr, *drows_ = nullptr;
+};
+
+}  // namespace gmlp

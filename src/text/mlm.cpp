@@ -1,0 +1,77 @@
+#include "text/mlm.h"
+
+#include "core/error.h"
+#include "text/tokenizer.h"
+
+namespace gmlp::text {
+
+namespace {
+using T = Tokenizer;
+bool reserved(int32_t id) { return id >= 0 && id < T::kNumReserved; }
+}  // namespace
+
+std::vector<std::vector<int32_t>> pack_sequences(const std::vector<std::vector<int32_t>>& docs,
+                                                 int seq_len) {
+  if (seq_len < 2)
+    fail("failed to pack sequences: expected a sequence length >= 2, found ", seq_len);
+  std::vector<std::vector<int32_t>> out;
+  std::vector<int32_t> cur;
+  auto push = [&](int32_t id) {
+    if (cur.empty()) {
+      cur.reserve(size_t(seq_len));
+      cur.push_back(T::kCls);
+    }
+    cur.push_back(id);
+    if (cur.size() == size_t(seq_len)) out.push_back(std::move(cur)), cur.clear();
+  };
+  for (size_t d = 0; d < docs.size(); ++d) {
+    if (docs[d].empty()) continue;
+    for (const int32_t id : docs[d]) {
+      if (reserved(id) && id != T::kUnk)
+        fail("failed to pack sequences: document ", d, " holds the reserved id ", id, " (",
+             T::kReservedPieces[id], ")");
+      push(id);
+    }
+    push(T::kSep);
+  }
+  if (!cur.empty()) {
+    cur.resize(size_t(seq_len), T::kPad);
+    out.push_back(std::move(cur));
+  }
+  return out;
+}
+
+void mask_tokens(const int32_t* ids, int32_t* inputs, int32_t* labels, int64_t n, int vocab_size,
+                 const MaskConfig& cfg, Rng& rng) {
+  auto prob_ok = [](float p) { return p >= 0.0f && p <= 1.0f; };
+  if (!prob_ok(cfg.mask_prob) || !prob_ok(cfg.replace_mask) || !prob_ok(cfg.replace_random) ||
+      double(cfg.replace_mask) + double(cfg.replace_random) > 1.0)
+    fail(
+        "failed to mask tokens: expected probabilities in [0, 1] with replace_mask + "
+        "replace_random <= 1, found mask_prob ",
+        cfg.mask_prob, ", replace_mask ", cfg.replace_mask, ", replace_random ",
+        cfg.replace_random);
+  if (vocab_size <= T::kNumReserved)
+    fail("failed to mask tokens: expected a vocabulary larger than the ", T::kNumReserved,
+         " reserved symbols, found ", vocab_size);
+  const double p_sel = cfg.mask_prob, p_mask = cfg.replace_mask,
+               p_rand = double(cfg.replace_mask) + double(cfg.replace_random);
+  const uint64_t n_random = uint64_t(vocab_size - T::kNumReserved);
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t id = ids[i];
+    if (id < 0 || id >= vocab_size)
+      fail("failed to mask tokens: id ", id, " at position ", i, " is outside the vocabulary of ",
+           vocab_size);
+    inputs[i] = id;
+    labels[i] = kIgnoreLabel;
+    if (reserved(id) || !(rng.uniform() < p_sel)) continue;
+    labels[i] = id;
+    const double u = rng.uniform();
+    if (u < p_mask)
+      inputs[i] = T::kMask;
+    else if (u < p_rand)
+      inputs[i] = T::kNumReserved + int32_t(rng.below(n_random));
+  }
+}
+
+}  // namespace gmlp::text

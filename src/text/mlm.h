@@ -1,0 +1,46 @@
+// Masked-language-model data: BERT-style packing of tokenized documents into fixed-length
+// sequences, and BERT's masking (Devlin et al. 2019, §3.1 and appendix A.1; the semantics of
+// Hugging Face's DataCollatorForLanguageModeling).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/rng.h"
+
+namespace gmlp::text {
+
+inline constexpr int kDefaultSeqLen = 128;
+inline constexpr int32_t kIgnoreLabel = -100;  // label of a position the loss skips
+
+// Packs documents (token ids without reserved symbols other than [UNK]) into sequences of
+// exactly seq_len (>= 2) ids. The documents are read as one stream, each followed by [SEP]:
+// doc0 [SEP] doc1 [SEP] doc2 [SEP] ...; the stream is cut into pieces of seq_len - 1 ids and
+// each piece becomes a sequence "[CLS] piece", so a document longer than the room left in a
+// sequence continues in the next one (which then starts "[CLS] rest-of-document"), and the last
+// sequence is padded with [PAD]. Empty documents are skipped. Nothing is lost or reordered: the
+// sequences without their [CLS] and trailing [PAD]s, concatenated, are the stream again.
+// Throws gmlp::Error if seq_len < 2 or a document holds [PAD], [CLS], [SEP] or [MASK].
+std::vector<std::vector<int32_t>> pack_sequences(const std::vector<std::vector<int32_t>>& docs,
+                                                 int seq_len = kDefaultSeqLen);
+
+struct MaskConfig {
+  float mask_prob = 0.15f;      // share of eligible tokens selected for prediction
+  float replace_mask = 0.8f;    // of the selected: replaced by [MASK]
+  float replace_random = 0.1f;  // of the selected: replaced by a random non-reserved id
+                                // (the rest, 0.1 by default, stay unchanged)
+};
+
+// BERT's masking of n token ids. Each position whose id is not reserved ([PAD], [UNK], [CLS],
+// [SEP], [MASK]: ids 0..4, Hugging Face's special-tokens mask) is selected independently with
+// probability mask_prob; a selected position gets labels[i] = ids[i] and inputs[i] = [MASK] with
+// probability replace_mask, a uniformly random id in [5, vocab_size) with probability
+// replace_random, else ids[i] (unchanged). Positions not selected get inputs[i] = ids[i] and
+// labels[i] = kIgnoreLabel. inputs may alias ids. Deterministic given rng's state: one draw per
+// eligible position, one more per selected one, and one per random replacement. Throws
+// gmlp::Error on probabilities outside [0, 1], replace_mask + replace_random > 1,
+// vocab_size <= 5, or an id outside [0, vocab_size).
+void mask_tokens(const int32_t* ids, int32_t* inputs, int32_t* labels, int64_t n, int vocab_size,
+                 const MaskConfig& cfg, Rng& rng);
+
+}  // namespace gmlp::text

@@ -1,0 +1,178 @@
+// The masked-language models (gMLP, aMLP, BERT with absolute or T5 relative positions): every
+// parameter gradient of the MLM and classification losses against finite differences in
+// double, and logits, losses and every gradient against the PyTorch reference
+// (tests/reference/text_models.py, fixtures from make_fixtures.py).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "check.h"
+#include "core/error.h"
+#include "core/threads.h"
+#include "io/safetensors.h"
+#include "nn/text_model.h"
+#include "ops/cross_entropy.h"
+#include "tolerances.h"
+
+namespace gmlp {
+namespace {
+
+using test::close;
+
+const std::vector<std::string> kTextKinds = {"gmlp", "amlp", "bert", "bert_rel"};
+
+TextConfig tiny_text(const std::string& kind) {
+  TextConfig c;
+  c.model = kind, c.vocab_size = 13, c.seq_len = 5, c.depth = 2, c.dim = 6, c.ffn = 8;
+  c.heads = 2, c.attn_dim = 3, c.num_classes = 3, c.rel_buckets = 6, c.rel_max_distance = 8;
+  return c;
+}
+
+// O(1) random weights everywhere (as the reference's randomize_).
+template <class T>
+void randomize(TextModel<T>& m, Rng& rng) {
+  for (const ParamInfo& p : m.params()) {
+    const bool norm_weight = p.name.find("norm.weight") != std::string::npos ||
+                             p.name.find("norm1.weight") != std::string::npos ||
+                             p.name.find("norm2.weight") != std::string::npos;
+    for (int64_t i = 0; i < p.numel; ++i) {
+      const double x = rng.normal();
+      const int64_t fan_in = p.shape.size() >= 2 ? p.numel / p.shape[0] : 1;
+      m.weights()[p.offset + i] =
+          T(p.shape.size() >= 2 ? x / std::sqrt(double(fan_in)) : (norm_weight ? 1 + 0.2 * x : 0.2 * x));
+    }
+  }
+}
+
+struct OneThread {
+  int saved = num_threads();
+  OneThread() { set_threads(1); }
+  ~OneThread() { set_threads(saved); }
+};
+
+class TextKind : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(TextModels, TextKind, ::testing::ValuesIn(kTextKinds));
+
+TEST_P(TextKind, EveryGradientMatchesFiniteDifferences) {
+  const OneThread one_thread;
+  TextModel<double> m(tiny_text(GetParam()));
+  Rng rng(61);
+  randomize(m, rng);
+  const int64_t B = 2, N = m.config().seq_len, V = m.config().vocab_size, K = m.config().num_classes;
+  std::vector<int32_t> ids(B * N);
+  for (auto& id : ids) id = int32_t(rng.below(uint64_t(V)));
+  const std::vector<int64_t> positions = {0, 3, 6, 9};
+  const std::vector<int32_t> labels = {5, 1, 12, 7}, cls_labels = {2, 0};
+  m.plan(B);
+  std::vector<double> probs(B * K), dlogits(B * K);
+  // Two losses: MLM (mean over the positions) and classification from [CLS].
+  auto mlm_loss = [&] {
+    m.encode(ids.data(), B);
+    return m.mlm(positions.data(), labels.data(), 4, false).loss_sum / 4;
+  };
+  auto cls_loss = [&] {
+    m.encode(ids.data(), B);
+    return cross_entropy_forward(probs.data(), m.classify(), cls_labels.data(), B, K, 0.0);
+  };
+  for (int which = 0; which < 2; ++which) {
+    m.zero_grad();
+    m.encode(ids.data(), B);
+    if (which == 0) {
+      m.mlm(positions.data(), labels.data(), 4, true);
+    } else {
+      cross_entropy_forward(probs.data(), m.classify(), cls_labels.data(), B, K, 0.0);
+      cross_entropy_backward(dlogits.data(), probs.data(), cls_labels.data(), B, K, 0.0);
+      m.classify_backward(dlogits.data());
+    }
+    const std::vector<double> analytic(m.grads(), m.grads() + m.num_params());
+    std::vector<double> numeric(m.num_params());
+    for (int64_t i = 0; i < m.num_params(); ++i) {
+      double& w = m.weights()[i];
+      const double old = w;
+      w = old + tol::kFdStep;
+      const double lp = which == 0 ? mlm_loss() : cls_loss();
+      w = old - tol::kFdStep;
+      const double lm = which == 0 ? mlm_loss() : cls_loss();
+      w = old;
+      numeric[i] = (lp - lm) / (2 * tol::kFdStep);
+    }
+    for (const ParamInfo& p : m.params())
+      EXPECT_TRUE(close((which == 0 ? "mlm " : "cls ") + p.name, analytic.data() + p.offset,
+                        numeric.data() + p.offset, p.numel, tol::kFdRel));
+  }
+}
+
+std::string fixture(const std::string& name) {
+  const char* dir = std::getenv("GMLP_FIXTURES");
+  return std::string(dir ? dir : "fixtures") + "/" + name;
+}
+
+TEST_P(TextKind, MatchesPyTorchReference) {
+  const std::string io_path = fixture("text_" + GetParam() + ".io.safetensors");
+  ASSERT_TRUE(std::filesystem::exists(io_path))
+      << io_path << " is missing: run tests/reference/make_fixtures.py (ctest does it first)";
+  const st::File weights = st::File::open(fixture("text_" + GetParam() + ".model.safetensors"));
+  const st::File io = st::File::open(io_path);
+  TextModel<float> m(TextConfig::from_json(nlohmann::json::parse(io.metadata().at("config"))));
+  for (const ParamInfo& p : m.params()) {
+    const std::vector<float> v = weights.read_f32(p.name, p.shape);
+    std::copy(v.begin(), v.end(), m.weights() + p.offset);
+  }
+  std::vector<int32_t> ids, labels, cls_labels;
+  for (int64_t v : io.read_i64("ids")) ids.push_back(int32_t(v));
+  for (int64_t v : io.read_i64("mlm_labels")) labels.push_back(int32_t(v));
+  for (int64_t v : io.read_i64("cls_labels")) cls_labels.push_back(int32_t(v));
+  const std::vector<int64_t> positions = io.read_i64("positions");
+  const int64_t N = m.config().seq_len, B = int64_t(ids.size()) / N, V = m.config().vocab_size,
+                K = m.config().num_classes, count = int64_t(positions.size());
+  m.plan(B);
+
+  // Logits as gradients are compared: |error| / max(1, |reference|) (a vocabulary's logits
+  // include many near zero, where a purely relative error would measure float rounding).
+  m.encode(ids.data(), B);
+  EXPECT_TRUE(close("mlm logits", m.mlm_logits(positions.data(), count),
+                    io.read_f32("mlm_logits").data(), count * V, tol::kTimmLogits));
+  m.zero_grad();
+  const auto r = m.mlm(positions.data(), labels.data(), count, true);
+  EXPECT_NEAR(r.loss_sum / count, io.read_f32("mlm_loss")[0], tol::kTimmLogits);
+  for (const ParamInfo& p : m.params())
+    EXPECT_TRUE(close("mlm grad " + p.name, m.grads() + p.offset,
+                      io.read_f32("mlm_grad." + p.name).data(), p.numel, tol::kTimmGrad));
+
+  m.zero_grad();
+  m.encode(ids.data(), B);
+  const float* logits = m.classify();
+  EXPECT_TRUE(close("cls logits", logits, io.read_f32("cls_logits").data(), B * K, tol::kTimmLogits));
+  std::vector<float> probs(B * K), dlogits(B * K);
+  const float loss = cross_entropy_forward(probs.data(), logits, cls_labels.data(), B, K, 0.f);
+  EXPECT_NEAR(loss, io.read_f32("cls_loss")[0], tol::kTimmLogits);
+  cross_entropy_backward(dlogits.data(), probs.data(), cls_labels.data(), B, K, 0.f);
+  m.classify_backward(dlogits.data());
+  for (const ParamInfo& p : m.params())
+    EXPECT_TRUE(close("cls grad " + p.name, m.grads() + p.offset,
+                      io.read_f32("cls_grad." + p.name).data(), p.numel, tol::kTimmGrad));
+}
+
+TEST(TextModel, T5BucketsMatchTheReferenceFormula) {
+  // transformers' bidirectional bucketing with 32 buckets, max distance 128: exact near zero,
+  // log-spaced beyond 8, keys after the query in the upper half.
+  EXPECT_EQ(t5_bucket(0, 32, 128), 0);
+  EXPECT_EQ(t5_bucket(-3, 32, 128), 3);
+  EXPECT_EQ(t5_bucket(3, 32, 128), 19);
+  EXPECT_EQ(t5_bucket(-8, 32, 128), 8);
+  EXPECT_EQ(t5_bucket(-20, 32, 128), 10);  // 8 + int(log(2.5)/log(16)·8) = 8 + 2
+  EXPECT_EQ(t5_bucket(-1000, 32, 128), 15);
+  EXPECT_EQ(t5_bucket(1000, 32, 128), 31);
+}
+
+TEST(TextModel, RejectsTokenIdsOutsideTheVocabulary) {
+  TextModel<float> m(tiny_text("gmlp"));
+  m.plan(1);
+  std::vector<int32_t> ids(5, 0);
+  ids[3] = 13;
+  EXPECT_THROW(m.encode(ids.data(), 1), Error);
+}
+
+}  // namespace
+}  // namespace gmlp
