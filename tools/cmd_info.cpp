@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "nn/text_model.h"
 #include "core/error.h"
 #include "train/checkpoint.h"
 
@@ -23,7 +24,9 @@ void add_info(CLI::App& app) {
   sub->add_flag("--json", args->json, "Print one JSON object");
   sub->callback([args] {
     if (args->list) {
-      for (const Preset& p : presets()) std::printf("%-10s %s\n", p.name.c_str(), p.description.c_str());
+      for (const Preset& p : presets()) std::printf("%-14s %s\n", p.name.c_str(), p.description.c_str());
+      std::printf("\ntext (gmlp pretrain --preset NAME):\n");
+      for (const TextPreset& p : text_presets()) std::printf("%-14s %s\n", p.name.c_str(), p.description.c_str());
       return;
     }
     if (args->preset.empty() == args->checkpoint.empty())

@@ -19,6 +19,7 @@ void add_info(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_viz(CLI::App& app);
 void add_compare(CLI::App& app);
+void add_text(CLI::App& app);  // pretrain, finetune, fill-mask
 
 // --threads, shared by every subcommand: 0 = all cores this process may use.
 void add_threads_option(CLI::App& sub, int& threads);

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   gmlp::cli::add_bench(app);
   gmlp::cli::add_viz(app);
   gmlp::cli::add_compare(app);
+  gmlp::cli::add_text(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

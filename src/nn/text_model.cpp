@@ -50,6 +50,30 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextConfig, model, vocab_size, s
 nlohmann::json TextConfig::to_json() const { return *this; }
 TextConfig TextConfig::from_json(const nlohmann::json& j) { return j.get<TextConfig>(); }
 
+const std::vector<TextPreset>& text_presets() {
+  auto make = [](const char* model, int depth, int ffn) {
+    TextConfig c;
+    c.model = model, c.depth = depth, c.ffn = ffn;
+    return c;
+  };
+  static const std::vector<TextPreset> all = {
+      {"kjv-gmlp", "gMLP, 4 blocks, d=256, e=1024, no positions (3.7M params)", make("gmlp", 4, 1024)},
+      {"kjv-amlp", "aMLP, 4 blocks, d=256, e=896, tiny attention 64 (3.8M params)", make("amlp", 4, 896)},
+      {"kjv-bert", "BERT (pre-LN), 2 blocks, d=256, 4 heads, MLP 1024, learned positions (3.7M params)", make("bert", 2, 1024)},
+      {"kjv-bert-rel", "BERT (pre-LN), 2 blocks, d=256, 4 heads, MLP 1024, T5 relative positions (3.6M params)", make("bert_rel", 2, 1024)},
+  };
+  return all;
+}
+
+const TextPreset& find_text_preset(const std::string& name) {
+  std::string known;
+  for (const auto& p : text_presets()) {
+    if (p.name == name) return p;
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  fail("unknown text preset '", name, "': known presets are ", known);
+}
+
 int t5_bucket(int relative_position, int num_buckets, int max_distance) {
   // transformers' T5Attention._relative_position_bucket, bidirectional.
   const int half = num_buckets / 2;

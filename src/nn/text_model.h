@@ -43,6 +43,17 @@ struct TextConfig {
 
 extern const std::vector<std::string> kTextModelKinds;
 
+// Text presets: the models of the language tables at a few million parameters (most of them
+// the 8000 × 256 embedding), with their training defaults.
+struct TextPreset {
+  std::string name, description;
+  TextConfig config;
+  int epochs = 10, batch_size = 32;
+  double lr = 1e-3;
+};
+const std::vector<TextPreset>& text_presets();
+const TextPreset& find_text_preset(const std::string& name);  // throws listing the names
+
 // T5's bidirectional relative-position bucket of key j for query i (relative position j − i):
 // half the buckets for each direction, exact up to buckets/4, then log-spaced to max_distance.
 int t5_bucket(int relative_position, int num_buckets, int max_distance);

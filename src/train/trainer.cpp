@@ -21,6 +21,7 @@
 #include "train/evaluate.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
+#include "train/run_files.h"
 
 namespace gmlp {
 
@@ -39,43 +40,15 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) { return j.get<Tra
 
 namespace {
 
-struct RunFiles {
-  std::string checkpoint, state, metrics;
-  explicit RunFiles(const std::string& dir)
-      : checkpoint((fs::path(dir) / "checkpoint.safetensors").string()),
-        state((fs::path(dir) / "train_state.safetensors").string()),
-        metrics((fs::path(dir) / "metrics.jsonl").string()) {}
-};
-
-uint64_t epoch_seed(uint64_t seed, int epoch) {
-  return seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull * uint64_t(epoch + 1);
-}
-
-std::string meta_at(const std::map<std::string, std::string>& m, const std::string& key,
-                    const std::string& path) {
-  auto it = m.find(key);
-  if (it == m.end()) fail("failed to resume from '", path, "': metadata '", key, "' is missing");
-  return it->second;
-}
-
 void save_run(const RunFiles& files, const Model<float>& model, AdamW<float>& opt,
               const data::Normalization& norm, const std::vector<std::string>& classes,
               const TrainOptions& options, int epoch, int64_t step,
               const std::vector<nlohmann::json>& metrics) {
-  const int64_t P = model.num_params();
-  const std::map<std::string, std::string> marks = {{"epoch", std::to_string(epoch)},
-                                                    {"step", std::to_string(step)}};
-  auto state_meta = marks;
-  state_meta["options"] = options.to_json().dump();
-  state_meta["adamw_steps"] = std::to_string(opt.steps());
   // The state goes first: a crash between the two renames leaves a checkpoint one epoch behind
   // its state, which resume detects by the epoch marks.
-  st::save(files.state, {{"adamw.m", {P}, opt.m().data()}, {"adamw.v", {P}, opt.v().data()}},
-           state_meta);
-  save_checkpoint(files.checkpoint, model, norm, classes, marks);
-  std::string lines;
-  for (const auto& m : metrics) lines += m.dump() + "\n";
-  write_file_atomic(files.metrics, lines);
+  save_run_state(files, opt, RunState{epoch, step, opt.steps(), options.to_json(), {}, {}}, metrics);
+  save_checkpoint(files.checkpoint, model, norm, classes,
+                  {{"epoch", std::to_string(epoch)}, {"step", std::to_string(step)}});
 }
 
 }  // namespace
@@ -91,24 +64,19 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
   std::unique_ptr<Model<float>> model;
   data::Normalization norm;
   int start_epoch = 0;
-  int64_t step = 0, adamw_steps = 0;
+  int64_t step = 0;
   std::vector<nlohmann::json> metrics;
-  std::vector<float> m0, v0;
+  RunState state;
   if (resume) {
-    if (!fs::exists(files.state))
-      fail("failed to resume: '", files.state, "' does not exist (no finished epoch to resume from)");
-    const st::File state = st::File::open(files.state);
+    state = read_run_state(files, &metrics);
     const int epochs_wanted = opt.epochs;
     try {
-      opt = TrainOptions::from_json(nlohmann::json::parse(meta_at(state.metadata(), "options", files.state)));
-      start_epoch = std::stoi(meta_at(state.metadata(), "epoch", files.state));
-      step = std::stoll(meta_at(state.metadata(), "step", files.state));
-      adamw_steps = std::stoll(meta_at(state.metadata(), "adamw_steps", files.state));
-    } catch (const nlohmann::json::exception& e) {
+      opt = TrainOptions::from_json(state.options);
+    } catch (const nlohmann::json::exception&) {
       fail("failed to resume from '", files.state, "': metadata 'options' is malformed");
-    } catch (const std::logic_error&) {
-      fail("failed to resume from '", files.state, "': metadata 'epoch'/'step' is not a number");
     }
+    start_epoch = state.epoch;
+    step = state.step;
     opt.out_dir = options_in.out_dir;
     if (epochs_wanted > 0) opt.epochs = epochs_wanted;
     Checkpoint ck = load_checkpoint(files.checkpoint);
@@ -118,16 +86,6 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
            " (the run was killed while saving; delete the folder and start again)");
     model = std::move(ck.model);
     norm = ck.norm;
-    m0 = state.read_f32("adamw.m", {model->num_params()});
-    v0 = state.read_f32("adamw.v", {model->num_params()});
-    if (fs::exists(files.metrics)) {
-      std::ifstream in(files.metrics);
-      for (std::string line; std::getline(in, line);) {
-        if (line.empty()) continue;
-        auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_object() && j.value("epoch", 0) <= start_epoch) metrics.push_back(j);
-      }
-    }
   } else {
     model = make_model<float>(config_in);
     Rng init_rng(opt.seed);
@@ -152,11 +110,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
   AdamWConfig acfg;
   acfg.weight_decay = opt.weight_decay;
   AdamW<float> adamw(model->params(), acfg);
-  if (resume) {
-    std::copy(m0.begin(), m0.end(), adamw.m().data());
-    std::copy(v0.begin(), v0.end(), adamw.v().data());
-    adamw.set_steps(adamw_steps);
-  }
+  if (resume) restore_moments(files, state, adamw);
 
   const int64_t K = cfg.num_classes, C = cfg.in_chans, S = cfg.img_size, image_size = C * S * S;
   std::vector<float> input(int64_t(B) * image_size), probs(int64_t(B) * K), dlogits(int64_t(B) * K),

@@ -1,0 +1,398 @@
+#include "train/lm_trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/matmul.h"
+#include "io/base64.h"
+#include "io/safetensors.h"
+#include "ops/cross_entropy.h"
+#include "text/corpus.h"
+#include "text/mlm.h"
+#include "text/tasks.h"
+#include "train/optimizer.h"
+#include "train/progress.h"
+#include "train/run_files.h"
+
+namespace gmlp {
+
+namespace fs = std::filesystem;
+using text::Tokenizer;
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, vocab_size, epochs,
+                                                batch_size, lr, min_lr, warmup_epochs,
+                                                weight_decay, clip_norm, mask_prob, seed,
+                                                train_limit, eval_limit, precision)
+
+nlohmann::json LmOptions::to_json() const { return *this; }
+LmOptions LmOptions::from_json(const nlohmann::json& j) { return j.get<LmOptions>(); }
+
+void save_text_checkpoint(const std::string& path, const TextModel<float>& model,
+                          const Tokenizer& tokenizer, const std::map<std::string, std::string>& extra) {
+  std::vector<st::Entry> entries;
+  for (const ParamInfo& p : model.params()) entries.push_back({p.name, p.shape, model.weights() + p.offset});
+  std::map<std::string, std::string> meta = extra;
+  meta["format"] = "gmlp-text";
+  meta["config"] = model.config().to_json().dump();
+  meta["tokenizer"] = base64_encode(tokenizer.serialized());
+  st::save(path, entries, meta);
+}
+
+TextCheckpoint load_text_checkpoint(const std::string& path) {
+  const st::File file = st::File::open(path);
+  TextCheckpoint ck;
+  ck.metadata = file.metadata();
+  auto meta = [&](const char* key) {
+    auto it = ck.metadata.find(key);
+    if (it == ck.metadata.end())
+      fail("failed to load text checkpoint '", path, "': metadata '", key,
+           "' is missing (expected a checkpoint written by gmlp pretrain or finetune)");
+    return it->second;
+  };
+  try {
+    ck.config = TextConfig::from_json(nlohmann::json::parse(meta("config")));
+    ck.config.validate();
+  } catch (const nlohmann::json::exception& e) {
+    fail("failed to load text checkpoint '", path, "': metadata 'config' is malformed: ", e.what());
+  } catch (const Error& e) {
+    fail("failed to load text checkpoint '", path, "': ", e.what());
+  }
+  ck.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_serialized(
+      base64_decode(meta("tokenizer"), "metadata 'tokenizer' of '" + path + "'"), path));
+  if (ck.tokenizer->vocab_size() != ck.config.vocab_size)
+    fail("failed to load text checkpoint '", path, "': the tokenizer has ", ck.tokenizer->vocab_size(),
+         " pieces but the model's vocab_size is ", ck.config.vocab_size);
+  ck.model = std::make_unique<TextModel<float>>(ck.config);
+  for (const ParamInfo& p : ck.model->params()) {
+    const std::vector<float> v = file.read_f32(p.name, p.shape);
+    std::copy(v.begin(), v.end(), ck.model->weights() + p.offset);
+  }
+  for (const st::TensorInfo& t : file.tensors()) {
+    bool known = false;
+    for (const ParamInfo& p : ck.model->params()) known |= p.name == t.name;
+    if (!known) fail("failed to load text checkpoint '", path, "': unexpected tensor '", t.name, "'");
+  }
+  return ck;
+}
+
+namespace {
+
+// The train or dev documents: KJV verses by the chapter split, or a text file's lines by index.
+std::vector<std::string> documents(const LmOptions& opt, text::Split split) {
+  if (!opt.corpus.empty()) return text::lines_in_split(text::load_lines(opt.corpus), split);
+  return text::verse_texts(text::load_kjv(), split);
+}
+
+std::vector<std::vector<int32_t>> pack(const Tokenizer& tok, const std::vector<std::string>& docs,
+                                       int seq_len) {
+  std::vector<std::vector<int32_t>> ids;
+  ids.reserve(docs.size());
+  for (const auto& d : docs) ids.push_back(tok.encode(d));
+  return text::pack_sequences(ids, seq_len);
+}
+
+struct StepResult {
+  double loss_sum = 0;
+  int64_t correct = 0, count = 0;
+};
+
+// What differs between pretraining and finetuning: the items, one step, the evaluation.
+struct Job {
+  int64_t items = 0;          // sequences or examples in the train split
+  const char* unit = "seq";
+  // Forward and backward on the items order[first .. first+B) (gradients zeroed before).
+  std::function<StepResult(const std::vector<int>& order, int64_t first, int B, Rng& rng)> step;
+  std::function<nlohmann::json()> evaluate;  // figures after each epoch
+  std::function<void(const nlohmann::json&)> report;
+};
+
+// A run's starting point: fresh (epoch 0) or from its folder.
+struct Start {
+  int epoch = 0;
+  int64_t step = 0;
+  std::vector<nlohmann::json> metrics;
+  std::unique_ptr<RunState> state;  // set when resuming
+};
+
+// Reads the run folder for --resume: options (epochs may grow), state and checkpoint, checked
+// to be from the same epoch.
+Start resume_from(const RunFiles& files, LmOptions& opt, TextCheckpoint& ck) {
+  Start st;
+  st.state = std::make_unique<RunState>(read_run_state(files, &st.metrics));
+  const LmOptions given = opt;
+  try {
+    opt = LmOptions::from_json(st.state->options);
+  } catch (const nlohmann::json::exception&) {
+    fail("failed to resume from '", files.state, "': metadata 'options' is malformed");
+  }
+  opt.out_dir = given.out_dir;
+  if (given.epochs > 0) opt.epochs = given.epochs;
+  ck = load_text_checkpoint(files.checkpoint);
+  if (ck.metadata["epoch"] != std::to_string(st.state->epoch))
+    fail("failed to resume: '", files.checkpoint, "' is from epoch ", ck.metadata["epoch"], " but '",
+         files.state, "' from epoch ", st.state->epoch,
+         " (the run was killed while saving; delete the folder and start again)");
+  st.epoch = st.state->epoch;
+  st.step = st.state->step;
+  return st;
+}
+
+// The loop both commands share: AdamW, schedule, clipping, progress, per-epoch evaluation, and
+// the run folder after every epoch (state first, then the checkpoint).
+TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& opt,
+                const RunFiles& files, Start& start, Job& job) {
+  const auto t_start = std::chrono::steady_clock::now();
+  const Precision precision = use_precision(opt.precision);
+  const int64_t n = opt.train_limit > 0 ? std::min<int64_t>(opt.train_limit, job.items) : job.items;
+  const int B = int(std::min<int64_t>(opt.batch_size, n));
+  if (B <= 0) fail("invalid batch size ", opt.batch_size, " for ", n, " training items: must be positive");
+  const int64_t steps_per_epoch = n / B, total_steps = steps_per_epoch * opt.epochs;
+  const int64_t warmup_steps = int64_t(opt.warmup_epochs * double(steps_per_epoch));
+  model.plan(B);
+  AdamWConfig acfg;
+  acfg.weight_decay = opt.weight_decay;
+  AdamW<float> adamw(model.params(), acfg);
+  if (start.state) restore_moments(files, *start.state, adamw);
+  std::fprintf(stderr, "gmlp: %s %s, %ld params, %ld train %ss, batch %d, %ld steps/epoch, %s\n",
+               start.state ? "resuming" : "training", model.config().model.c_str(),
+               long(model.num_trainable()), long(n), job.unit, B, long(steps_per_epoch),
+               precision_name(precision));
+  Progress progress(total_steps, std::max<int64_t>(1, steps_per_epoch / 10));
+  progress.set_offset(start.step);
+  TrainResult result;
+  std::vector<int> order(static_cast<size_t>(n));
+  int64_t step = start.step;
+  std::vector<nlohmann::json>& metrics = start.metrics;
+  for (int epoch = start.epoch; epoch < opt.epochs; ++epoch) {
+    const auto t_epoch = std::chrono::steady_clock::now();
+    Rng rng(epoch_seed(opt.seed, epoch));
+    std::iota(order.begin(), order.end(), 0);
+    for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(uint64_t(i + 1))]);
+    StepResult total;
+    double seconds = 0, lr = 0;
+    for (int64_t s = 0; s < steps_per_epoch; ++s, ++step) {
+      const auto t0 = std::chrono::steady_clock::now();
+      model.zero_grad();
+      const StepResult r = job.step(order, s * B, B, rng);
+      if (!std::isfinite(r.loss_sum))
+        fail("training diverged at step ", step, ": the loss is ", r.loss_sum, " (try a lower --lr)");
+      clip_grad_norm(model.grads(), model.num_params(), opt.clip_norm);
+      lr = lr_schedule(step, total_steps, warmup_steps, opt.lr, opt.min_lr);
+      adamw.step(model.weights(), model.grads(), lr);
+      total.loss_sum += r.loss_sum, total.correct += r.correct, total.count += r.count;
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      char line[256];
+      std::snprintf(line, sizeof line, "epoch %d/%d  step %ld/%ld  loss %.4f  acc %.2f%%  lr %.2e  %.0f %ss/s",
+                    epoch + 1, opt.epochs, long(s + 1), long(steps_per_epoch),
+                    total.loss_sum / double(std::max<int64_t>(1, total.count)),
+                    100.0 * double(total.correct) / double(std::max<int64_t>(1, total.count)), lr,
+                    double((s + 1) * B) / seconds, job.unit);
+      progress.update(step + 1, line);
+    }
+    progress.finish();
+    nlohmann::json m = job.evaluate();
+    m["epoch"] = epoch + 1;
+    m["step"] = step;
+    m["train_loss"] = total.count ? total.loss_sum / double(total.count) : 0.0;
+    m["train_acc"] = total.count ? double(total.correct) / double(total.count) : 0.0;
+    m["lr"] = lr;
+    m[std::string(job.unit) + "s_per_s"] = seconds > 0 ? double(steps_per_epoch * B) / seconds : 0.0;
+    m["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_epoch).count();
+    metrics.push_back(m);
+    job.report(m);
+    save_run_state(files, adamw, RunState{epoch + 1, step, adamw.steps(), opt.to_json(), {}, {}}, metrics);
+    save_text_checkpoint(files.checkpoint, model, tok,
+                         {{"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)}});
+    result.final_test_acc = m.value("test_acc", 0.0);
+    result.best_test_acc = std::max(result.best_test_acc, result.final_test_acc);
+    ++result.epochs_run;
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  return result;
+}
+
+void make_folder(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("failed to create run folder '", dir, "': ", ec.message());
+}
+
+}  // namespace
+
+TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool resume) {
+  LmOptions opt = options;
+  make_folder(opt.out_dir);
+  const RunFiles files(opt.out_dir);
+  TextCheckpoint ck;
+  Start start;
+  if (resume) {
+    start = resume_from(files, opt, ck);
+  } else {
+    // The vocabulary is learned from the train split only.
+    ck.tokenizer = std::make_unique<Tokenizer>(Tokenizer::train(
+        documents(opt, text::Split::train), (fs::path(opt.out_dir) / "tokenizer").string(),
+        opt.vocab_size, opt.seed));
+    ck.config = config;
+    ck.config.vocab_size = ck.tokenizer->vocab_size();
+    ck.config.num_classes = 0;
+    ck.model = std::make_unique<TextModel<float>>(ck.config);
+    Rng init_rng(opt.seed);
+    ck.model->init(init_rng);
+  }
+  TextModel<float>& model = *ck.model;
+  const Tokenizer& tok = *ck.tokenizer;
+  const int N = model.config().seq_len, V = model.config().vocab_size;
+  const auto train_seqs = pack(tok, documents(opt, text::Split::train), N);
+  auto dev_seqs = pack(tok, documents(opt, text::Split::dev), N);
+  if (opt.eval_limit > 0 && int64_t(dev_seqs.size()) > opt.eval_limit) dev_seqs.resize(size_t(opt.eval_limit));
+  text::MaskConfig mask;
+  mask.mask_prob = float(opt.mask_prob);
+  // Dev masks are drawn once, so every epoch is measured on the same positions.
+  std::vector<int32_t> dev_inputs(dev_seqs.size() * N), dev_labels(dev_seqs.size() * N);
+  Rng dev_rng(opt.seed ^ 0xDE5E7ull);
+  for (size_t i = 0; i < dev_seqs.size(); ++i)
+    text::mask_tokens(dev_seqs[i].data(), dev_inputs.data() + i * N, dev_labels.data() + i * N, N,
+                      V, mask, dev_rng);
+
+  std::vector<int32_t> inputs, labels, targets;
+  std::vector<int64_t> positions;
+  // Masked positions of a batch (flat b·N + n) and their labels.
+  auto gather = [&](const int32_t* lab, int64_t count) {
+    positions.clear(), targets.clear();
+    for (int64_t i = 0; i < count; ++i)
+      if (lab[i] != text::kIgnoreLabel) positions.push_back(i), targets.push_back(lab[i]);
+  };
+  Job job;
+  job.items = int64_t(train_seqs.size());
+  job.unit = "seq";
+  job.step = [&](const std::vector<int>& order, int64_t first, int B, Rng& rng) {
+    inputs.resize(size_t(B) * N), labels.resize(size_t(B) * N);
+    for (int b = 0; b < B; ++b)
+      text::mask_tokens(train_seqs[order[first + b]].data(), inputs.data() + b * N,
+                        labels.data() + b * N, N, V, mask, rng);
+    gather(labels.data(), int64_t(B) * N);
+    model.encode(inputs.data(), B, &rng);
+    const auto r = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true);
+    return StepResult{r.loss_sum, r.correct, int64_t(positions.size())};
+  };
+  job.evaluate = [&] {
+    const int64_t B = model.planned_batch(), S = int64_t(dev_seqs.size());
+    double loss = 0;
+    int64_t correct = 0, count = 0;
+    for (int64_t s0 = 0; s0 < S; s0 += B) {
+      const int64_t b = std::min(B, S - s0);
+      gather(dev_labels.data() + s0 * N, b * N);
+      model.encode(dev_inputs.data() + s0 * N, b);
+      const auto r = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), false);
+      loss += r.loss_sum, correct += r.correct, count += int64_t(positions.size());
+    }
+    const double mean = count ? loss / double(count) : 0.0;
+    return nlohmann::json{{"dev_loss", mean}, {"dev_ppl", std::exp(mean)},
+                          {"dev_acc", count ? double(correct) / double(count) : 0.0},
+                          {"dev_masked_tokens", count}};
+  };
+  job.report = [&](const nlohmann::json& m) {
+    std::fprintf(stderr, "epoch %d/%d  train loss %.4f  dev perplexity %.2f  dev masked-token acc %.2f%%  (%s)\n",
+                 m["epoch"].get<int>(), opt.epochs, m["train_loss"].get<double>(), m["dev_ppl"].get<double>(),
+                 100 * m["dev_acc"].get<double>(), format_duration(m["seconds"].get<double>()).c_str());
+  };
+  return run(model, tok, opt, files, start, job);
+}
+
+TrainResult finetune(const LmOptions& options, bool resume) {
+  LmOptions opt = options;
+  make_folder(opt.out_dir);
+  const RunFiles files(opt.out_dir);
+  TextCheckpoint ck;
+  Start start;
+  if (resume) {
+    start = resume_from(files, opt, ck);
+  } else {
+    if (opt.init.empty()) fail("finetune needs --init, the pretrained checkpoint");
+    TextCheckpoint pre = load_text_checkpoint(opt.init);
+    ck.config = pre.config;
+    ck.config.num_classes = text::num_classes(text::parse_task(opt.task));
+    ck.model = std::make_unique<TextModel<float>>(ck.config);
+    Rng init_rng(opt.seed);
+    ck.model->init(init_rng);  // the new head; everything else comes from the pretrained model
+    for (const ParamInfo& p : pre.model->params()) {
+      const ParamInfo& q = ck.model->param(p.name);
+      if (q.shape != p.shape)
+        fail("failed to finetune from '", opt.init, "': tensor '", p.name, "' has another shape");
+      std::copy(pre.model->weights() + p.offset, pre.model->weights() + p.offset + p.numel,
+                ck.model->weights() + q.offset);
+    }
+    ck.tokenizer = std::move(pre.tokenizer);
+  }
+  TextModel<float>& model = *ck.model;
+  const Tokenizer& tok = *ck.tokenizer;
+  const text::Task task = text::parse_task(opt.task);
+  const int N = model.config().seq_len, K = model.config().num_classes;
+  const std::vector<text::Verse> verses = text::load_kjv();
+  const auto train_set = text::build_task(task, verses, tok, text::Split::train, N, opt.seed);
+  auto dev_set = text::build_task(task, verses, tok, text::Split::dev, N, opt.seed);
+  auto test_set = text::build_task(task, verses, tok, text::Split::test, N, opt.seed);
+  for (auto* set : {&dev_set, &test_set})
+    if (opt.eval_limit > 0 && int64_t(set->size()) > opt.eval_limit) set->resize(size_t(opt.eval_limit));
+  std::vector<int32_t> ids, labels;
+  std::vector<float> probs, dlogits;
+  auto load_batch = [&](const std::vector<text::Example>& set, const int* index, int64_t B) {
+    ids.resize(size_t(B) * N), labels.resize(size_t(B));
+    for (int64_t b = 0; b < B; ++b) {
+      const text::Example& e = set[index ? index[b] : b];
+      std::copy(e.ids.begin(), e.ids.end(), ids.begin() + b * N);
+      labels[b] = e.label;
+    }
+  };
+  auto correct_of = [&](const float* logits, int64_t B) {
+    int64_t c = 0;
+    for (int64_t b = 0; b < B; ++b)
+      c += (std::max_element(logits + b * K, logits + (b + 1) * K) - logits - b * K) == labels[b];
+    return c;
+  };
+  Job job;
+  job.items = int64_t(train_set.size());
+  job.unit = "example";
+  job.step = [&](const std::vector<int>& order, int64_t first, int B, Rng& rng) {
+    load_batch(train_set, order.data() + first, B);
+    model.encode(ids.data(), B, &rng);
+    const float* logits = model.classify();
+    probs.resize(size_t(B) * K), dlogits.resize(size_t(B) * K);
+    const float loss = cross_entropy_forward(probs.data(), logits, labels.data(), B, K, 0.f);
+    const int64_t c = correct_of(logits, B);
+    cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, 0.f);
+    model.classify_backward(dlogits.data());
+    return StepResult{double(loss) * B, c, B};
+  };
+  auto accuracy = [&](const std::vector<text::Example>& set) {
+    const int64_t B = model.planned_batch(), S = int64_t(set.size());
+    int64_t correct = 0;
+    std::vector<int> index(static_cast<size_t>(B));
+    for (int64_t s0 = 0; s0 < S; s0 += B) {
+      const int64_t b = std::min(B, S - s0);
+      std::iota(index.begin(), index.begin() + b, int(s0));
+      load_batch(set, index.data(), b);
+      model.encode(ids.data(), b);
+      correct += correct_of(model.classify(), b);
+    }
+    return S ? double(correct) / double(S) : 0.0;
+  };
+  job.evaluate = [&] {
+    return nlohmann::json{{"task", opt.task}, {"dev_acc", accuracy(dev_set)}, {"test_acc", accuracy(test_set)}};
+  };
+  job.report = [&](const nlohmann::json& m) {
+    std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  dev acc %.2f%%  test acc %.2f%%  (%s)\n",
+                 m["epoch"].get<int>(), opt.epochs, m["train_loss"].get<double>(),
+                 100 * m["train_acc"].get<double>(), 100 * m["dev_acc"].get<double>(),
+                 100 * m["test_acc"].get<double>(), format_duration(m["seconds"].get<double>()).c_str());
+  };
+  return run(model, tok, opt, files, start, job);
+}
+
+}  // namespace gmlp

@@ -1,0 +1,65 @@
+// Masked-language-model pretraining and finetuning on text (the KJV by default), with the image
+// trainer's habits: AdamW with warmup + cosine, clipping, a progress line, atomic per-epoch
+// checkpoints, metrics.jsonl, and --resume that continues bit-identically.
+//
+//   pretrain   packs the train split into fixed-length sequences, masks 15 % of tokens (BERT's
+//              80/10/10) afresh every epoch, and reports masked-token perplexity on the dev
+//              split (fixed masks, so epochs compare)
+//   finetune   starts from a pretrained checkpoint, adds a classification head on [CLS], and
+//              trains one KJV task (ot-nt, genre, next-verse); dev and test accuracy per epoch
+//
+// A text checkpoint holds the model (safetensors, F32), its TextConfig, and the SentencePiece
+// tokenizer (base64 in the metadata), so one file is enough to run fill-mask or finetune.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "nn/text_model.h"
+#include "text/tokenizer.h"
+#include "train/trainer.h"
+
+namespace gmlp {
+
+struct LmOptions {
+  std::string out_dir = "runs/pretrain";
+  std::string corpus;            // plain text, one document per line (default: the KJV)
+  std::string init;              // finetune: the pretrained checkpoint
+  std::string task;              // finetune: ot-nt, genre or next-verse
+  int vocab_size = 8000;         // pretrain: the SentencePiece vocabulary trained on the train split
+  int epochs = 10;
+  int batch_size = 32;
+  double lr = 1e-3;
+  double min_lr = 1e-5;
+  double warmup_epochs = 1;
+  double weight_decay = 0.01;
+  double clip_norm = 1.0;
+  double mask_prob = 0.15;
+  uint64_t seed = 0;
+  int train_limit = 0;           // use only the first N training sequences/examples (0: all)
+  int eval_limit = 0;            // evaluate on the first N dev/test sequences/examples (0: all)
+  std::string precision = "f32";
+
+  nlohmann::json to_json() const;
+  static LmOptions from_json(const nlohmann::json& j);
+};
+
+struct TextCheckpoint {
+  TextConfig config;
+  std::unique_ptr<TextModel<float>> model;
+  std::unique_ptr<text::Tokenizer> tokenizer;
+  std::map<std::string, std::string> metadata;
+};
+
+void save_text_checkpoint(const std::string& path, const TextModel<float>& model,
+                          const text::Tokenizer& tokenizer,
+                          const std::map<std::string, std::string>& extra = {});
+// Throws a one-line gmlp::Error naming the file if it is not a gmlp text checkpoint.
+TextCheckpoint load_text_checkpoint(const std::string& path);
+
+TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool resume);
+TrainResult finetune(const LmOptions& options, bool resume);
+
+}  // namespace gmlp

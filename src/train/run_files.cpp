@@ -1,0 +1,82 @@
+#include "train/run_files.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+
+namespace gmlp {
+
+namespace fs = std::filesystem;
+
+RunFiles::RunFiles(const std::string& dir)
+    : checkpoint((fs::path(dir) / "checkpoint.safetensors").string()),
+      state((fs::path(dir) / "train_state.safetensors").string()),
+      metrics((fs::path(dir) / "metrics.jsonl").string()) {}
+
+uint64_t epoch_seed(uint64_t seed, int epoch) {
+  return seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull * uint64_t(epoch + 1);
+}
+
+void save_run_state(const RunFiles& files, AdamW<float>& opt, const RunState& s,
+                    const std::vector<nlohmann::json>& metrics) {
+  const int64_t P = int64_t(opt.m().size());
+  const std::map<std::string, std::string> meta = {{"epoch", std::to_string(s.epoch)},
+                                                   {"step", std::to_string(s.step)},
+                                                   {"options", s.options.dump()},
+                                                   {"adamw_steps", std::to_string(opt.steps())}};
+  st::save(files.state, {{"adamw.m", {P}, opt.m().data()}, {"adamw.v", {P}, opt.v().data()}}, meta);
+  std::string lines;
+  for (const auto& m : metrics) lines += m.dump() + "\n";
+  write_file_atomic(files.metrics, lines);
+}
+
+RunState read_run_state(const RunFiles& files, std::vector<nlohmann::json>* metrics) {
+  if (!fs::exists(files.state))
+    fail("failed to resume: '", files.state, "' does not exist (no finished epoch to resume from)");
+  const st::File state = st::File::open(files.state);
+  auto at = [&](const std::string& key) {
+    auto it = state.metadata().find(key);
+    if (it == state.metadata().end())
+      fail("failed to resume from '", files.state, "': metadata '", key, "' is missing");
+    return it->second;
+  };
+  RunState s;
+  try {
+    s.options = nlohmann::json::parse(at("options"));
+    s.epoch = std::stoi(at("epoch"));
+    s.step = std::stoll(at("step"));
+    s.adamw_steps = std::stoll(at("adamw_steps"));
+  } catch (const nlohmann::json::exception&) {
+    fail("failed to resume from '", files.state, "': metadata 'options' is malformed");
+  } catch (const std::logic_error&) {
+    fail("failed to resume from '", files.state, "': metadata 'epoch'/'step' is not a number");
+  }
+  s.m = state.read_f32("adamw.m");
+  s.v = state.read_f32("adamw.v");
+  if (metrics && fs::exists(files.metrics)) {
+    std::ifstream in(files.metrics);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("epoch", 0) <= s.epoch) metrics->push_back(j);
+    }
+  }
+  return s;
+}
+
+}  // namespace gmlp
+
+namespace gmlp {
+void restore_moments(const RunFiles& files, const RunState& s, AdamW<float>& opt) {
+  const size_t n = opt.m().size();
+  if (s.m.size() != n || s.v.size() != n)
+    fail("failed to resume from '", files.state, "': the AdamW moments have ", s.m.size(),
+         " values, but the model has ", n, " parameters");
+  std::copy(s.m.begin(), s.m.end(), opt.m().data());
+  std::copy(s.v.begin(), s.v.end(), opt.v().data());
+  opt.set_steps(s.adamw_steps);
+}
+}  // namespace gmlp

@@ -1,0 +1,181 @@
+// gmlp pretrain / finetune / fill-mask: masked language modelling on text (the KJV by default).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/threads.h"
+#include "text/tokenizer.h"
+#include "train/lm_trainer.h"
+
+namespace gmlp::cli {
+namespace {
+
+struct LmFlags {
+  LmOptions opt;
+  std::vector<std::string> sets;
+  std::string resume;
+  int threads = 0;
+  CLI::Option *epochs = nullptr, *batch = nullptr, *lr = nullptr;
+};
+
+void add_lm_flags(CLI::App& sub, LmFlags& f) {
+  LmOptions& o = f.opt;
+  f.epochs = sub.add_option("--epochs", o.epochs, "Epochs (default: the preset's)");
+  f.batch = sub.add_option("--batch-size", o.batch_size, "Sequences per step (default: the preset's)");
+  f.lr = sub.add_option("--lr", o.lr, "Peak learning rate (default: the preset's)");
+  sub.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
+  sub.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str();
+  sub.add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")->capture_default_str();
+  sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->capture_default_str();
+  sub.add_option("--seed", o.seed, "Seed of initialisation, order, masking")->capture_default_str();
+  sub.add_option("--train-limit", o.train_limit, "Train on the first N sequences/examples only (0: all)")->capture_default_str();
+  sub.add_option("--eval-limit", o.eval_limit, "Evaluate on the first N dev/test sequences/examples only (0: all)")->capture_default_str();
+  sub.add_option("--precision", o.precision, "Matrix products: f32, or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+  sub.add_option("--out", o.out_dir, "Run folder: checkpoint.safetensors, train_state.safetensors, metrics.jsonl")->capture_default_str();
+  sub.add_option("--resume", f.resume, "Continue the run in this folder from its last checkpoint (--epochs may extend it)");
+  add_threads_option(sub, f.threads);
+}
+
+TextConfig apply_text_sets(TextConfig cfg, const std::vector<std::string>& sets) {
+  nlohmann::json j = cfg.to_json();
+  for (const std::string& s : sets) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) fail("invalid --set '", s, "': expected key=value");
+    const std::string key = s.substr(0, eq), value = s.substr(eq + 1);
+    if (!j.contains(key)) fail("invalid --set '", s, "': the text model config has no field '", key, "'");
+    if (j[key].is_string()) {
+      j[key] = value;
+    } else {
+      auto v = nlohmann::json::parse(value, nullptr, false);
+      if (v.is_discarded() || !v.is_number()) fail("invalid --set '", s, "': '", key, "' takes a number");
+      j[key] = v;
+    }
+  }
+  cfg = TextConfig::from_json(j);
+  cfg.validate();
+  return cfg;
+}
+
+void print_result(const char* what, const TrainResult& r, const std::string& dir) {
+  std::printf("%s: %d epochs in %.0f s; run in %s\n", what, r.epochs_run, r.seconds, dir.c_str());
+}
+
+}  // namespace
+
+void add_text(CLI::App& app) {
+  {
+    struct Args {
+      std::string preset = "kjv-gmlp";
+      LmFlags f;
+    };
+    auto args = std::make_shared<Args>();
+    args->f.opt.out_dir = "runs/pretrain";
+    CLI::App* sub = app.add_subcommand("pretrain", "Pretrain a masked language model (the KJV by default)");
+    sub->add_option("--preset", args->preset, "Text model preset: kjv-gmlp, kjv-amlp, kjv-bert, kjv-bert-rel")->capture_default_str();
+    sub->add_option("--set", args->f.sets, "Override a text config field, e.g. --set gate=additive --set depth=6");
+    sub->add_option("--corpus", args->f.opt.corpus, "A text file, one document per line, split by line index (default: the KJV)");
+    sub->add_option("--vocab-size", args->f.opt.vocab_size, "SentencePiece vocabulary, learned on the train split")->capture_default_str();
+    sub->add_option("--mask-prob", args->f.opt.mask_prob, "Share of tokens masked (BERT: 0.15, of which 80/10/10)")->capture_default_str();
+    add_lm_flags(*sub, args->f);
+    sub->callback([args] {
+      set_threads(args->f.threads);
+      LmOptions opt = args->f.opt;
+      if (!args->f.resume.empty()) {
+        opt.out_dir = args->f.resume;
+        if (!args->f.epochs->count()) opt.epochs = 0;
+        print_result("pretrain", pretrain(TextConfig{}, opt, true), opt.out_dir);
+        return;
+      }
+      const TextPreset& p = find_text_preset(args->preset);
+      if (!args->f.epochs->count()) opt.epochs = p.epochs;
+      if (!args->f.batch->count()) opt.batch_size = p.batch_size;
+      if (!args->f.lr->count()) opt.lr = p.lr;
+      print_result("pretrain", pretrain(apply_text_sets(p.config, args->f.sets), opt, false), opt.out_dir);
+    });
+  }
+  {
+    auto f = std::make_shared<LmFlags>();
+    f->opt.out_dir = "runs/finetune";
+    f->opt.epochs = 3;
+    f->opt.lr = 1e-4;
+    CLI::App* sub = app.add_subcommand("finetune", "Finetune a pretrained text model on a KJV task");
+    sub->add_option("--init", f->opt.init, "The pretrained checkpoint (gmlp pretrain's checkpoint.safetensors)");
+    sub->add_option("--task", f->opt.task, "ot-nt (Old or New Testament), genre (7 classes), next-verse (pairs)")
+        ->check(CLI::IsMember({"ot-nt", "genre", "next-verse"}));
+    add_lm_flags(*sub, *f);
+    sub->callback([f] {
+      set_threads(f->threads);
+      LmOptions opt = f->opt;
+      if (!f->resume.empty()) {
+        opt.out_dir = f->resume;
+        if (!f->epochs->count()) opt.epochs = 0;
+        print_result("finetune", finetune(opt, true), opt.out_dir);
+        return;
+      }
+      if (opt.init.empty() || opt.task.empty()) throw CLI::ValidationError("finetune", "needs --init and --task");
+      const TrainResult r = finetune(opt, false);
+      std::printf("test accuracy %.2f%% (best %.2f%%); ", 100 * r.final_test_acc, 100 * r.best_test_acc);
+      print_result("finetune", r, opt.out_dir);
+    });
+  }
+  {
+    struct Args {
+      std::string checkpoint, text;
+      int top = 5, threads = 0;
+    };
+    auto args = std::make_shared<Args>();
+    CLI::App* sub = app.add_subcommand("fill-mask", "Print the top predictions for each [MASK] in a text");
+    sub->add_option("--checkpoint", args->checkpoint, "A text checkpoint (pretrain or finetune)")->required();
+    sub->add_option("text", args->text, "Text with one or more [MASK]")->required();
+    sub->add_option("--top", args->top, "Predictions per [MASK]")->capture_default_str();
+    add_threads_option(*sub, args->threads);
+    sub->callback([args] {
+      set_threads(args->threads);
+      TextCheckpoint ck = load_text_checkpoint(args->checkpoint);
+      const text::Tokenizer& tok = *ck.tokenizer;
+      const int N = ck.config.seq_len, V = ck.config.vocab_size;
+      // [CLS] piece [MASK] piece ... [SEP], padded: the text between the masks is encoded as is.
+      std::vector<int32_t> ids = {text::Tokenizer::kCls};
+      const std::string mask = "[MASK]";
+      std::string rest = args->text;
+      std::vector<int64_t> positions;
+      for (size_t at; (at = rest.find(mask)) != std::string::npos; rest = rest.substr(at + mask.size())) {
+        for (int32_t id : tok.encode(rest.substr(0, at))) ids.push_back(id);
+        positions.push_back(int64_t(ids.size()));
+        ids.push_back(text::Tokenizer::kMask);
+      }
+      for (int32_t id : tok.encode(rest)) ids.push_back(id);
+      ids.push_back(text::Tokenizer::kSep);
+      if (positions.empty()) fail("the text has no [MASK] to fill");
+      if (int(ids.size()) > N) fail("the text is ", ids.size(), " tokens with [CLS] and [SEP]; the model reads at most ", N);
+      ids.resize(size_t(N), text::Tokenizer::kPad);
+      ck.model->plan(1, Mode::infer);
+      ck.model->encode(ids.data(), 1);
+      for (size_t m = 0; m < positions.size(); m += size_t(TextModel<float>::kMlmChunk)) {
+        const int64_t count = std::min<int64_t>(TextModel<float>::kMlmChunk, int64_t(positions.size() - m));
+        const float* logits = ck.model->mlm_logits(positions.data() + m, count);
+        for (int64_t k = 0; k < count; ++k) {
+          const float* row = logits + k * V;
+          const float mx = *std::max_element(row, row + V);
+          double sum = 0;
+          for (int v = 0; v < V; ++v) sum += std::exp(double(row[v] - mx));
+          std::vector<int> order(static_cast<size_t>(V));
+          for (int v = 0; v < V; ++v) order[v] = v;
+          const int top = std::min(args->top, V);
+          std::partial_sort(order.begin(), order.begin() + top, order.end(),
+                            [&](int a, int b) { return row[a] > row[b]; });
+          std::printf("[MASK] %zu:", m + size_t(k) + 1);
+          for (int t = 0; t < top; ++t)
+            std::printf("%s %s %.3f", t ? "," : "", tok.id_to_piece(order[t]).c_str(),
+                        std::exp(double(row[order[t]] - mx)) / sum);
+          std::printf("\n");
+        }
+      }
+    });
+  }
+}
+
+}  // namespace gmlp::cli
