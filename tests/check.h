@@ -1,4 +1,5 @@
-// Comparison helpers: a failure names the tensor, the worst element, its index and both values.
+// Test helpers: comparisons whose failure names the tensor, the worst element, its index and
+// both values; finite differences; random tensors; one-thread scopes.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -6,10 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/rng.h"
+#include "core/threads.h"
+#include "tolerances.h"
 
 namespace gmlp::test {
 
@@ -40,6 +44,44 @@ template <class A, class B>
     return ::testing::AssertionFailure() << what << ": size " << a.size() << " vs " << b.size();
   return close(what, a.data(), b.data(), int64_t(a.size()), tol, floor);
 }
+
+inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Checks the gradient a backward left on top of `base` (accumulated − base) against central
+// differences of loss() with respect to every element of x.
+inline void expect_fd(const std::string& name, std::vector<double>& x,
+                      const std::vector<double>& accumulated, const std::vector<double>& base,
+                      const std::function<double()>& loss) {
+  std::vector<double> analytic(x.size()), numeric(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    analytic[i] = accumulated[i] - (base.empty() ? 0.0 : base[i]);
+    const double old = x[i];
+    x[i] = old + tol::kFdStep;
+    const double lp = loss();
+    x[i] = old - tol::kFdStep;
+    const double lm = loss();
+    x[i] = old;
+    numeric[i] = (lp - lm) / (2 * tol::kFdStep);
+  }
+  EXPECT_TRUE(close(name, analytic, numeric, tol::kFdRel));
+}
+// The same for a gradient that was overwritten (no base).
+inline void expect_fd(const std::string& name, std::vector<double>& x,
+                      const std::vector<double>& analytic, const std::function<double()>& loss) {
+  expect_fd(name, x, analytic, {}, loss);
+}
+
+// RAII: one thread for the scope (finite differences: thousands of tiny forwards, where threads
+// only add barriers).
+struct OneThread {
+  int saved = num_threads();
+  OneThread() { set_threads(1); }
+  ~OneThread() { set_threads(saved); }
+};
 
 template <class T>
 std::vector<T> randn(int64_t n, Rng& rng, double scale = 1.0) {

@@ -18,27 +18,8 @@ using test::close;
 using test::randn;
 using Vec = std::vector<double>;
 
-double dot(const Vec& a, const Vec& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-// Central differences of loss() with respect to every element of x, against `analytic`.
-void expect_fd(const std::string& name, Vec& x, const Vec& analytic,
-               const std::function<double()>& loss) {
-  Vec numeric(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double old = x[i];
-    x[i] = old + tol::kFdStep;
-    const double lp = loss();
-    x[i] = old - tol::kFdStep;
-    const double lm = loss();
-    x[i] = old;
-    numeric[i] = (lp - lm) / (2 * tol::kFdStep);
-  }
-  EXPECT_TRUE(close(name, analytic, numeric, tol::kFdRel));
-}
+using test::dot;
+using test::expect_fd;
 
 // Whether every row of a (B, heads, N, N) probability tensor has its entries in [0, 1] (so
 // finite) and sums to 1 within tol.

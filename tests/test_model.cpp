@@ -84,12 +84,7 @@ T model_loss(Model<T>& m, const std::vector<T>& images, const std::vector<int32_
 class EveryKind : public ::testing::TestWithParam<std::string> {};
 INSTANTIATE_TEST_SUITE_P(Models, EveryKind, ::testing::ValuesIn(kKinds), test_name);
 
-// RAII: run a test on one thread (thousands of tiny forwards; threads only add barriers).
-struct OneThread {
-  int saved = num_threads();
-  OneThread() { set_threads(1); }
-  ~OneThread() { set_threads(saved); }
-};
+using test::OneThread;
 
 TEST_P(EveryKind, EveryGradientMatchesFiniteDifferences) {
   const OneThread one_thread;

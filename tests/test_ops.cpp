@@ -23,29 +23,8 @@ using test::close;
 using test::randn;
 using Vec = std::vector<double>;
 
-double dot(const Vec& a, const Vec& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-// Checks `analytic` (what backward accumulated on top of `base`) against central differences of
-// loss() with respect to x.
-void expect_fd(const std::string& name, Vec& x, const Vec& accumulated, const Vec& base,
-               const std::function<double()>& loss) {
-  Vec analytic(x.size()), numeric(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    analytic[i] = accumulated[i] - base[i];
-    const double old = x[i];
-    x[i] = old + tol::kFdStep;
-    const double lp = loss();
-    x[i] = old - tol::kFdStep;
-    const double lm = loss();
-    x[i] = old;
-    numeric[i] = (lp - lm) / (2 * tol::kFdStep);
-  }
-  EXPECT_TRUE(close(name, analytic, numeric, tol::kFdRel));
-}
+using test::dot;
+using test::expect_fd;
 
 TEST(Linear, GradientsMatchFiniteDifferences) {
   const int64_t M = 5, in = 4, out = 3;

@@ -45,11 +45,7 @@ void randomize(TextModel<T>& m, Rng& rng) {
   }
 }
 
-struct OneThread {
-  int saved = num_threads();
-  OneThread() { set_threads(1); }
-  ~OneThread() { set_threads(saved); }
-};
+using test::OneThread;
 
 class TextKind : public ::testing::TestWithParam<std::string> {};
 INSTANTIATE_TEST_SUITE_P(TextModels, TextKind, ::testing::ValuesIn(kTextKinds));

@@ -40,21 +40,11 @@ void add_lm_flags(CLI::App& sub, LmFlags& f) {
 }
 
 TextConfig apply_text_sets(TextConfig cfg, const std::vector<std::string>& sets) {
-  nlohmann::json j = cfg.to_json();
-  for (const std::string& s : sets) {
-    const size_t eq = s.find('=');
-    if (eq == std::string::npos || eq == 0) fail("invalid --set '", s, "': expected key=value");
-    const std::string key = s.substr(0, eq), value = s.substr(eq + 1);
-    if (!j.contains(key)) fail("invalid --set '", s, "': the text model config has no field '", key, "'");
-    if (j[key].is_string()) {
-      j[key] = value;
-    } else {
-      auto v = nlohmann::json::parse(value, nullptr, false);
-      if (v.is_discarded() || !v.is_number()) fail("invalid --set '", s, "': '", key, "' takes a number");
-      j[key] = v;
-    }
+  try {
+    cfg = TextConfig::from_json(apply_sets(cfg.to_json(), sets));
+  } catch (const nlohmann::json::exception& e) {
+    fail("invalid --set: ", e.what());
   }
-  cfg = TextConfig::from_json(j);
   cfg.validate();
   return cfg;
 }

@@ -39,8 +39,7 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
 }
 
-ModelConfig apply_sets(ModelConfig cfg, const std::vector<std::string>& sets) {
-  nlohmann::json j = cfg.to_json();
+nlohmann::json apply_sets(nlohmann::json j, const std::vector<std::string>& sets) {
   for (const std::string& s : sets) {
     const size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0) fail("invalid --set '", s, "': expected key=value");
@@ -59,8 +58,12 @@ ModelConfig apply_sets(ModelConfig cfg, const std::vector<std::string>& sets) {
       j[key] = v;
     }
   }
+  return j;
+}
+
+ModelConfig apply_sets(ModelConfig cfg, const std::vector<std::string>& sets) {
   try {
-    cfg = ModelConfig::from_json(j);
+    cfg = ModelConfig::from_json(apply_sets(cfg.to_json(), sets));
   } catch (const nlohmann::json::exception& e) {
     fail("invalid --set: ", e.what());
   }

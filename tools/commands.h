@@ -34,7 +34,9 @@ struct TrainFlags {
   CLI::Option *epochs = nullptr, *batch = nullptr, *lr = nullptr, *wd = nullptr;
 };
 void add_train_flags(CLI::App& sub, TrainFlags& flags);
-// --set key=value overrides on a config (JSON field names; numbers or strings); validates.
+// --set key=value overrides on a config's JSON (existing fields only; numbers or strings), and
+// on a ModelConfig (validated).
+nlohmann::json apply_sets(nlohmann::json config, const std::vector<std::string>& sets);
 ModelConfig apply_sets(ModelConfig config, const std::vector<std::string>& sets);
 std::pair<ModelConfig, TrainOptions> resolve_training(const Preset& preset, const TrainFlags& flags);
 
