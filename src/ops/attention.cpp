@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/fast_math.h"
 #include "core/matmul.h"
 
 namespace gmlp {
@@ -44,8 +45,9 @@ void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias) {
       T mx = p[0];
       for (int64_t j = 1; j < N; ++j) mx = std::max(mx, p[j]);
       T sum = 0;
+#pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j < N; ++j) {
-        p[j] = std::exp(p[j] - mx);
+        p[j] = exp_nonpositive(p[j] - mx);
         sum += p[j];
       }
       const T inv = T(1) / sum;

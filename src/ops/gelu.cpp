@@ -6,13 +6,16 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/fast_math.h"
+
 namespace gmlp {
 
 namespace {
 constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 
-// Branch-free float erf and exp that the compiler vectorises (libm's are scalar calls).
+// A branch-free float erf that the compiler vectorises (libm's is a scalar call); exp is in
+// core/fast_math.h.
 // erf: the odd/even rational minimax approximation on [-4, 4] used by XLA and Eigen (max error
 // a few ulp; |erf| rounds to 1 beyond 4 in float).
 inline float erf_fast(float x) {
@@ -33,29 +36,9 @@ inline float erf_fast(float x) {
   return x * p / q;
 }
 
-// exp for x <= 0: 2^k · e^r with k = round(x/ln 2), |r| <= ln2/2, e^r by its degree-6 Taylor
-// polynomial (relative error < 2e-7 there); inputs below -87 flush to 0.
-inline float exp_nonpositive_fast(float x) {
-  x = x < -87.f ? -87.f : x;
-  // Round to nearest by adding and subtracting 1.5·2^23 (exact for |k| < 2^22).
-  const float k = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;
-  const float r = (x - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;  // Cody-Waite
-  float p = 1.f / 720.f;
-  p = p * r + 1.f / 120.f;
-  p = p * r + 1.f / 24.f;
-  p = p * r + 1.f / 6.f;
-  p = p * r + 0.5f;
-  p = p * r + 1.f;
-  p = p * r + 1.f;
-  const int32_t bits = (int32_t(k) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
 inline float erf_of(float x) { return erf_fast(x); }
 inline double erf_of(double x) { return std::erf(x); }
-inline float gauss_of(float x) { return exp_nonpositive_fast(-0.5f * x * x); }
+inline float gauss_of(float x) { return exp_nonpositive(-0.5f * x * x); }
 inline double gauss_of(double x) { return std::exp(-0.5 * x * x); }
 }  // namespace
 
