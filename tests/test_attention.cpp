@@ -90,6 +90,40 @@ TEST(Attention, ScoreBiasGradientsMatchFiniteDifferences) {
   EXPECT_TRUE(close("ref dbias", dbias_ref, dbias, tol::kFdRel));
 }
 
+TEST(Attention, KeyBiasMasksPaddedKeys) {
+  // A (B, N) key bias of -1e9 on some keys: their probabilities are exactly 0 for every query
+  // and head, the rest still sum to 1, and fast and reference agree (forward and backward).
+  const AttnShape s{6, 2, 2, 3};
+  const int64_t M = s.N * s.B, W = s.width();
+  Rng rng(47);
+  Vec qkv = randn<double>(M * 3 * W, rng), r = randn<double>(M * W, rng);
+  Vec key_bias(s.B * s.N, 0.0);
+  key_bias[4] = key_bias[5] = key_bias[s.N + 5] = -1e9;
+  Vec o(M * W), P(s.B * s.heads * s.N * s.N), scratch(P.size()), dqkv(M * 3 * W);
+  const double* no_bias = nullptr;
+  attention_forward(o.data(), P.data(), qkv.data(), s, no_bias, key_bias.data());
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t i = 0; i < s.N; ++i)
+        for (int64_t j = 0; j < s.N; ++j)
+          if (key_bias[b * s.N + j] != 0) {
+            EXPECT_EQ(P[((b * s.heads + h) * s.N + i) * s.N + j], 0.0);
+          }
+  EXPECT_TRUE(rows_are_distributions(P, s, 1e-12));
+  attention_backward(dqkv.data(), r.data(), qkv.data(), P.data(), s, scratch.data());
+  Vec o_ref(M * W), dqkv_ref(M * 3 * W);
+  attention_forward_ref(o_ref.data(), qkv.data(), s, no_bias, key_bias.data());
+  attention_backward_ref(dqkv_ref.data(), r.data(), qkv.data(), s, no_bias, static_cast<double*>(nullptr),
+                         key_bias.data());
+  EXPECT_TRUE(close("o with key bias", o_ref, o, tol::kFdRel));
+  EXPECT_TRUE(close("dqkv with key bias", dqkv_ref, dqkv, tol::kFdRel));
+  auto loss = [&] {
+    attention_forward(o.data(), P.data(), qkv.data(), s, no_bias, key_bias.data());
+    return dot(r, o);
+  };
+  expect_fd("dqkv with key bias", qkv, dqkv, loss);
+}
+
 TEST(Attention, ProbabilityRowsSumToOne) {
   // Double: exact up to rounding. Float: sums of N float terms, as in a fast-vs-ref comparison.
   const AttnShape s{9, 2, 3, 5};

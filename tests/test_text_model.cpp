@@ -57,7 +57,8 @@ TEST_P(TextKind, EveryGradientMatchesFiniteDifferences) {
   randomize(m, rng);
   const int64_t B = 2, N = m.config().seq_len, V = m.config().vocab_size, K = m.config().num_classes;
   std::vector<int32_t> ids(B * N);
-  for (auto& id : ids) id = int32_t(rng.below(uint64_t(V)));
+  for (auto& id : ids) id = int32_t(1 + rng.below(uint64_t(V - 1)));
+  ids[N - 1] = ids[2 * N - 1] = 0;  // a [PAD] at the end of each row (masked in attention)
   const std::vector<int64_t> positions = {0, 3, 6, 9};
   const std::vector<int32_t> labels = {5, 1, 12, 7}, cls_labels = {2, 0};
   m.plan(B);

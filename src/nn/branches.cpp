@@ -417,7 +417,8 @@ class SelfAttention final : public Branch<T> {
     GMLP_PROFILE("fwd.attention");
     const int64_t M = d_.N * B;
     qkv_.forward(qkv_buf_, xn, w, M);
-    attention_forward(o_, P_, qkv_buf_, shape(B), score_bias_ ? score_bias_->bias : nullptr);
+    attention_forward(o_, P_, qkv_buf_, shape(B), score_bias_ ? score_bias_->bias : nullptr,
+                      score_bias_ ? score_bias_->key_bias : nullptr);
     proj_.forward(y, o_, w, M);
   }
   void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {

@@ -36,13 +36,14 @@ template <class T>
 std::unique_ptr<Branch<T>> make_gating_mlp(ParamTable& t, const std::string& prefix, BranchDims d,
                                            int64_t ffn, const std::string& gate, float gate_eps,
                                            int64_t attn_dim);
-// A (heads, N, N) score bias owned by the model and shared by its attention layers (T5's
-// relative positions): bias is read in forward, dbias accumulated in backward. The pointers are
-// set when the model plans its memory.
+// Score biases owned by the model and shared by its attention layers: a (heads, N, N) bias
+// (T5's relative positions; read in forward, its gradient accumulated in dbias in backward), and
+// a (B, N) key bias (the padding mask; no gradient). Null pointers mean none.
 template <class T>
 struct SharedScoreBias {
   T* bias = nullptr;
   T* dbias = nullptr;
+  T* key_bias = nullptr;
 };
 
 template <class T>

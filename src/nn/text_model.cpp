@@ -43,7 +43,7 @@ void TextConfig::validate() const {
 }
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextConfig, model, vocab_size, seq_len, depth, dim,
-                                                ffn, heads, attn_dim, gate, num_classes,
+                                                ffn, heads, attn_dim, gate, num_classes, pad_mask,
                                                 rel_buckets, rel_max_distance, drop_path, ln_eps,
                                                 gate_eps)
 
@@ -122,8 +122,7 @@ TextModel<T>::TextModel(const TextConfig& config) : cfg_(config) {
       });
     } else {
       sublayer("norm1", [&] {
-        return make_self_attention<T>(t, b + "attn", dims, c.heads, style,
-                                      c.model == "bert_rel" ? &score_bias_ : nullptr);
+        return make_self_attention<T>(t, b + "attn", dims, c.heads, style, &score_bias_);
       });
       sublayer("norm2", [&] { return make_channel_mlp<T>(t, b + "mlp", dims, c.ffn, style); });
     }
@@ -166,6 +165,7 @@ void TextModel<T>::lay_out(Arena<T>& a, int64_t B) {
                       {&rows_, kMlmChunk * D}, {&cls_logits_, B * std::max(1, cfg_.num_classes)}})
     a.global(p, n);
   if (rel_ >= 0) a.global(&bias_buf_, HNN);
+  if (pads_masked()) a.global(&key_bias_, M);
   if (train) {
     for (auto [p, n] : {std::pair{&dxf_, M * D}, {&dX_, M * D}, {&drows_, kMlmChunk * D}})
       a.global(p, n);
@@ -204,6 +204,10 @@ const T* TextModel<T>::encode(const int32_t* ids, int64_t B, Rng* rng) {
     for (int64_t h = 0; h < H; ++h)
       for (int64_t e = 0; e < N * N; ++e) bias_buf_[h * N * N + e] = w[rel_ + buckets_[e] * H + h];
     score_bias_.bias = bias_buf_;
+  }
+  if (pads_masked()) {  // [PAD] (id 0) keys get -1e9: exp underflows to exactly 0
+    for (int64_t i = 0; i < M; ++i) key_bias_[i] = ids[i] == 0 ? T(-1e9) : T(0);
+    score_bias_.key_bias = key_bias_;
   }
   for (int64_t l = 0; l < L; ++l) layers_[l]->forward(stream(l + 1), stream(l), w, B, rng);
   GMLP_PROFILE("fwd.norm");

@@ -30,6 +30,7 @@ struct TextConfig {
   int attn_dim = 64;           // amlp: the tiny attention's width
   std::string gate = "split";  // gmlp/amlp gating: split, multiplicative, additive, linear
   int num_classes = 0;         // > 0: a classification head on [CLS]
+  bool pad_mask = true;        // bert, bert_rel: attention ignores [PAD] keys (id 0); gMLP has none
   int rel_buckets = 32;        // bert_rel: T5 bidirectional buckets ...
   int rel_max_distance = 128;  // ... and the distance where the log-spaced buckets end
   double drop_path = 0;
@@ -93,6 +94,7 @@ class TextModel final : public ParamModel<T> {
 
  private:
   void backward_encoder();  // from dXf_ (∂L/∂ final LayerNorm output) to the embeddings
+  bool pads_masked() const { return cfg_.pad_mask && (cfg_.model == "bert" || cfg_.model == "bert_rel"); }
 
   TextConfig cfg_;
   std::vector<std::unique_ptr<Residual<T>>> layers_;
@@ -103,7 +105,7 @@ class TextModel final : public ParamModel<T> {
 
   std::vector<int32_t> ids_;  // the last encode's ids, for the embedding's backward
   T *xf_ = nullptr, *meanf_ = nullptr, *rstdf_ = nullptr, *logits_ = nullptr, *rows_ = nullptr;
-  T *cls_logits_ = nullptr, *bias_buf_ = nullptr, *dbias_buf_ = nullptr;
+  T *cls_logits_ = nullptr, *bias_buf_ = nullptr, *dbias_buf_ = nullptr, *key_bias_ = nullptr;
   std::vector<T*> x_;
   T *dxf_ = nullptr, *dX_ = nullptr, *drows_ = nullptr;
 };

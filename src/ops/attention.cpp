@@ -25,7 +25,7 @@ struct Views {
 }  // namespace
 
 template <class T>
-void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias) {
+void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias, const T* key_bias) {
   const int64_t N = s.N, dh = s.dh, pairs = s.B * s.heads;
   const Views v(s);
   const T scale = T(1) / std::sqrt(T(dh));
@@ -40,8 +40,9 @@ void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias) {
     for (int64_t i = 0; i < N; ++i) {
       T* p = Pbh + i * N;
       const T* bi = bias ? bias + (h * N + i) * N : nullptr;
+      const T* kb = key_bias ? key_bias + b * N : nullptr;
 #pragma omp simd
-      for (int64_t j = 0; j < N; ++j) p[j] = p[j] * scale + (bi ? bi[j] : T(0));
+      for (int64_t j = 0; j < N; ++j) p[j] = p[j] * scale + (bi ? bi[j] : T(0)) + (kb ? kb[j] : T(0));
       T mx = p[0];
       for (int64_t j = 1; j < N; ++j) mx = std::max(mx, p[j]);
       T sum = 0;
@@ -124,7 +125,8 @@ inline int64_t at(const AttnShape& s, int64_t cols, int64_t n, int64_t b, int64_
 
 // The reference's probabilities for one (b, h): P[i·N + j], query i, key j.
 template <class T>
-std::vector<double> ref_probs(const T* qkv, AttnShape s, int64_t b, int64_t h, const T* bias) {
+std::vector<double> ref_probs(const T* qkv, AttnShape s, int64_t b, int64_t h, const T* bias,
+                              const T* key_bias) {
   const int64_t N = s.N, W = s.width(), C = 3 * W;
   const double scale = 1.0 / std::sqrt(double(s.dh));
   std::vector<double> P(N * N);
@@ -135,7 +137,8 @@ std::vector<double> ref_probs(const T* qkv, AttnShape s, int64_t b, int64_t h, c
       for (int64_t d = 0; d < s.dh; ++d)
         acc += double(qkv[at(s, C, i, b, h * s.dh + d)]) *
                double(qkv[at(s, C, j, b, W + h * s.dh + d)]);
-      P[i * N + j] = acc * scale + (bias ? double(bias[(h * N + i) * N + j]) : 0.0);
+      P[i * N + j] = acc * scale + (bias ? double(bias[(h * N + i) * N + j]) : 0.0) +
+                     (key_bias ? double(key_bias[b * N + j]) : 0.0);
       mx = std::max(mx, P[i * N + j]);
     }
     double sum = 0;
@@ -147,11 +150,11 @@ std::vector<double> ref_probs(const T* qkv, AttnShape s, int64_t b, int64_t h, c
 }  // namespace
 
 template <class T>
-void attention_forward_ref(T* o, const T* qkv, AttnShape s, const T* bias) {
+void attention_forward_ref(T* o, const T* qkv, AttnShape s, const T* bias, const T* key_bias) {
   const int64_t N = s.N, W = s.width(), C = 3 * W;
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.heads; ++h) {
-      const std::vector<double> P = ref_probs(qkv, s, b, h, bias);
+      const std::vector<double> P = ref_probs(qkv, s, b, h, bias, key_bias);
       for (int64_t i = 0; i < N; ++i)
         for (int64_t d = 0; d < s.dh; ++d) {
           double acc = 0;
@@ -164,12 +167,12 @@ void attention_forward_ref(T* o, const T* qkv, AttnShape s, const T* bias) {
 
 template <class T>
 void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s, const T* bias,
-                            T* dbias) {
+                            T* dbias, const T* key_bias) {
   const int64_t N = s.N, W = s.width(), C = 3 * W, dh = s.dh;
   const double scale = 1.0 / std::sqrt(double(dh));
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.heads; ++h) {
-      const std::vector<double> P = ref_probs(qkv, s, b, h, bias);
+      const std::vector<double> P = ref_probs(qkv, s, b, h, bias, key_bias);
       auto q = [&](int64_t n, int64_t d) { return double(qkv[at(s, C, n, b, h * dh + d)]); };
       auto k = [&](int64_t n, int64_t d) { return double(qkv[at(s, C, n, b, W + h * dh + d)]); };
       auto vv = [&](int64_t n, int64_t d) {
@@ -206,10 +209,11 @@ void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s, c
 }
 
 #define GMLP_INSTANTIATE(T)                                                                  \
-  template void attention_forward<T>(T*, T*, const T*, AttnShape, const T*);                \
+  template void attention_forward<T>(T*, T*, const T*, AttnShape, const T*, const T*);      \
   template void attention_backward<T>(T*, const T*, const T*, const T*, AttnShape, T*, T*); \
-  template void attention_forward_ref<T>(T*, const T*, AttnShape, const T*);                \
-  template void attention_backward_ref<T>(T*, const T*, const T*, AttnShape, const T*, T*);
+  template void attention_forward_ref<T>(T*, const T*, AttnShape, const T*, const T*);      \
+  template void attention_backward_ref<T>(T*, const T*, const T*, AttnShape, const T*, T*,   \
+                                          const T*);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)
 

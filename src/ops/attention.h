@@ -3,7 +3,9 @@
 //   for every batch item b and head h:  S = Q Kᵀ · scale [+ bias_h],  P = softmax over keys (S),
 //   O = P V
 // with scale = 1/sqrt(dh), and bias an optional (heads, N, N) additive score bias shared by the
-// batch (T5's relative position bias). The projections (qkv, output) are separate linear ops.
+// batch (T5's relative position bias), and key_bias an optional (B, N) additive bias per image
+// and key (a padding mask: -1e9 on [PAD] keys, 0 elsewhere; no gradient). The projections (qkv,
+// output) are separate linear ops.
 //
 // Layout. qkv is (N, B, 3·W) token-major (row n·B + b), W = heads·dh, each row [q | k | v], and
 // within q (and k, v) head h owns columns h·dh .. h·dh+dh-1: timm's
@@ -25,7 +27,8 @@ struct AttnShape {
 // softmax probabilities (saved for backward), row = query, column = key. Softmax is stable
 // (the row max is subtracted before exp).
 template <class T>
-void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias = nullptr);
+void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias = nullptr,
+                       const T* key_bias = nullptr);
 
 // dqkv: (N, B, 3·width) overwritten with ∂L/∂qkv given dout = ∂L/∂o (N, B, width) and the P
 // saved by attention_forward. scratch: B·heads·N·N values (dP, then dS in place), overwritten.
@@ -38,9 +41,11 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnSh
 // Plain loops (double accumulation) straight from the definition; no saved state. The backward
 // recomputes P and overwrites dqkv.
 template <class T>
-void attention_forward_ref(T* o, const T* qkv, AttnShape s, const T* bias = nullptr);
+void attention_forward_ref(T* o, const T* qkv, AttnShape s, const T* bias = nullptr,
+                           const T* key_bias = nullptr);
 template <class T>
 void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s,
-                            const T* bias = nullptr, T* dbias = nullptr);
+                            const T* bias = nullptr, T* dbias = nullptr,
+                            const T* key_bias = nullptr);
 
 }  // namespace gmlp

@@ -158,7 +158,8 @@ def make_text_case(name, case, out_dir):
               metadata={"config": json.dumps(text_models.full_config(cfg))})
     model = model.double()
     N, V, K = cfg["seq_len"], cfg["vocab_size"], cfg["num_classes"]
-    ids = torch.randint(0, V, (B, N), generator=gen)
+    ids = torch.randint(1, V, (B, N), generator=gen)
+    ids[:, -2:] = 0  # [PAD] at the end, as packing and the tasks leave it (masked in attention)
     positions = torch.nonzero(torch.rand(B * N, generator=gen) < 0.4).flatten()
     if positions.numel() == 0:
         positions = torch.tensor([0])

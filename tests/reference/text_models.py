@@ -1,7 +1,7 @@
 """PyTorch references for gmlp's masked-language models (src/nn/text_model.h), with the same
 parameter names: gMLP and aMLP over token embeddings (no positions), and the pre-LayerNorm
 BERT-style Transformer with learned absolute positions ("bert") or T5 relative position biases
-("bert_rel"). MLM logits use the token embedding as the output projection (tied), plus a bias.
+("bert_rel"), whose attention ignores [PAD] (id 0) keys. MLM logits use the token embedding as the output projection (tied), plus a bias.
 
     import sys; sys.path.insert(0, 'tests/reference'); import text_models
     net = text_models.build({"model": "bert_rel", "vocab_size": 100, "seq_len": 16, "depth": 2,
@@ -16,7 +16,8 @@ from timm.layers import Mlp
 import models
 
 DEFAULTS = dict(model="gmlp", vocab_size=8000, seq_len=128, depth=4, dim=256, ffn=1024, heads=4,
-                attn_dim=64, gate="split", num_classes=0, rel_buckets=32, rel_max_distance=128,
+                attn_dim=64, gate="split", num_classes=0, pad_mask=True, rel_buckets=32,
+                rel_max_distance=128,
                 drop_path=0.0, ln_eps=1e-6, gate_eps=1e-5)
 
 
@@ -48,13 +49,15 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
 
-    def forward(self, x, bias=None):
+    def forward(self, x, bias=None, key_bias=None):
         B, N, C = x.shape
         qkv = self.qkv(x).reshape(B, N, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
         s = q @ k.transpose(-2, -1) / math.sqrt(C // self.heads)
         if bias is not None:
             s = s + bias[None]
+        if key_bias is not None:  # (B, N): -1e9 on [PAD] keys
+            s = s + key_bias[:, None, None, :]
         return self.proj((s.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, N, C))
 
 
@@ -66,8 +69,8 @@ class TransformerBlock(nn.Module):
         self.norm2 = nn.LayerNorm(dim, eps=eps)
         self.mlp = Mlp(dim, ffn)
 
-    def forward(self, x, bias=None):
-        x = x + self.attn(self.norm1(x), bias)
+    def forward(self, x, bias=None, key_bias=None):
+        x = x + self.attn(self.norm1(x), bias, key_bias)
         return x + self.mlp(self.norm2(x))
 
 
@@ -104,8 +107,13 @@ class TextModel(nn.Module):
         if self.kind == "bert":
             x = x + self.pos_embed
         bias = self.rel_bias(self.buckets).permute(2, 0, 1) if self.kind == "bert_rel" else None
-        for block in self.blocks:
-            x = block(x, bias) if bias is not None else block(x)
+        if self.kind in ("gmlp", "amlp"):
+            for block in self.blocks:
+                x = block(x)
+        else:
+            key_bias = (ids == 0).to(x.dtype) * -1e9 if self.c["pad_mask"] else None
+            for block in self.blocks:
+                x = block(x, bias, key_bias)
         return self.norm(x)
 
     def mlm_logits(self, h):
