@@ -8,12 +8,15 @@
 #include <filesystem>
 
 #include "check.h"
+#include "core/matmul.h"
 #include "core/error.h"
 #include "core/threads.h"
 #include "io/safetensors.h"
 #include "nn/text_model.h"
 #include "ops/cross_entropy.h"
+#include "text/tokenizer.h"
 #include "tolerances.h"
+#include "train/lm_trainer.h"
 
 namespace gmlp {
 namespace {
@@ -169,6 +172,96 @@ TEST(TextModel, RejectsTokenIdsOutsideTheVocabulary) {
   std::vector<int32_t> ids(5, 0);
   ids[3] = 13;
   EXPECT_THROW(m.encode(ids.data(), 1), Error);
+}
+
+}  // namespace
+}  // namespace gmlp
+
+namespace gmlp {
+namespace {
+
+// A randomized small text model (big enough for threads to split work) and a batch of ids with
+// [PAD] at the end of each row.
+struct TextCase {
+  TextModel<float> m;
+  std::vector<int32_t> ids;
+  int64_t B;
+  TextCase(const std::string& kind, int64_t batch, uint64_t seed, int vocab = 50)
+      : m([&] {
+          TextConfig c;
+          c.model = kind, c.vocab_size = vocab, c.seq_len = 24, c.depth = 2, c.dim = 32, c.ffn = 64;
+          c.heads = 4, c.attn_dim = 8, c.num_classes = 3;
+          return c;
+        }()),
+        B(batch) {
+    Rng rng(seed);
+    randomize(m, rng);
+    const int64_t N = m.config().seq_len;
+    ids.resize(size_t(B * N));
+    for (int64_t i = 0; i < B * N; ++i) ids[i] = (i % N) >= N - 3 ? 0 : int32_t(1 + rng.below(uint64_t(vocab - 1)));
+    m.plan(B);
+  }
+  // Classification logits and every gradient of the MLM loss at a fixed set of positions.
+  std::pair<std::vector<float>, std::vector<float>> run() {
+    const int64_t N = m.config().seq_len;
+    std::vector<int64_t> positions;
+    std::vector<int32_t> labels;
+    for (int64_t p = 1; p < B * N; p += 5) positions.push_back(p), labels.push_back(int32_t(p % 7 + 5));
+    m.encode(ids.data(), B);
+    const float* lg = m.classify();
+    std::vector<float> logits(lg, lg + B * m.config().num_classes);
+    m.zero_grad();
+    m.mlm(positions.data(), labels.data(), int64_t(positions.size()), true);
+    return {logits, std::vector<float>(m.grads(), m.grads() + m.num_params())};
+  }
+};
+
+TEST_P(TextKind, OneThreadEqualsTwo) {
+  TextCase tc(GetParam(), 6, 71);
+  const int saved = num_threads();
+  set_threads(1);
+  const auto one = tc.run();
+  set_threads(2);
+  const auto two = tc.run();
+  set_threads(saved);
+  EXPECT_TRUE(close("logits", two.first, one.first, tol::kInvariance));
+  EXPECT_TRUE(close("grads", two.second, one.second, tol::kInvariance));
+}
+
+TEST_P(TextKind, BatchEqualsRowsOneAtATime) {
+  TextCase tc(GetParam(), 4, 72);
+  const int64_t N = tc.m.config().seq_len, K = tc.m.config().num_classes;
+  tc.m.encode(tc.ids.data(), tc.B);
+  const std::vector<float> batched(tc.m.classify(), tc.m.classify() + tc.B * K);
+  for (int64_t b = 0; b < tc.B; ++b) {
+    tc.m.encode(tc.ids.data() + b * N, 1);
+    EXPECT_TRUE(close("row " + std::to_string(b), tc.m.classify(), batched.data() + b * K, K,
+                      tol::kInvariance));
+  }
+}
+
+TEST_P(TextKind, InferencePlanAndSaveLoadGiveIdenticalLogits) {
+  // A tokenizer is part of a text checkpoint: train a tiny one and size the model to it.
+  std::vector<std::string> lines;
+  for (int i = 0; i < 40; ++i) lines.push_back("and the earth was without form and void " + std::to_string(i));
+  const std::string dir = ::testing::TempDir() + "gmlp_text_" + GetParam();
+  std::filesystem::create_directories(dir);
+  const text::Tokenizer tok = text::Tokenizer::train(lines, dir + "/tok", 34);
+  TextCase tc(GetParam(), 3, 73, tok.vocab_size());
+  const int64_t K = tc.m.config().num_classes;
+  tc.m.encode(tc.ids.data(), tc.B);
+  const std::vector<float> before(tc.m.classify(), tc.m.classify() + tc.B * K);
+  const std::string path = dir + "/checkpoint.safetensors";
+  save_text_checkpoint(path, tc.m, tok, {{"epoch", "1"}});
+  TextCheckpoint ck = load_text_checkpoint(path);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(ck.config.to_json(), tc.m.config().to_json());
+  EXPECT_EQ(ck.tokenizer->serialized(), tok.serialized());
+  ck.model->plan(tc.B, Mode::infer);
+  EXPECT_LT(ck.model->activation_bytes(), tc.m.activation_bytes());
+  ck.model->encode(tc.ids.data(), tc.B);
+  const float* after = ck.model->classify();
+  for (int64_t i = 0; i < tc.B * K; ++i) ASSERT_EQ(after[i], before[i]) << "logit " << i;
 }
 
 }  // namespace
