@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/profile.h"
 #include "core/threads.h"
 #include "text/tokenizer.h"
 #include "train/lm_trainer.h"
@@ -17,6 +18,7 @@ struct LmFlags {
   std::vector<std::string> sets;
   std::string resume;
   int threads = 0;
+  bool profile = false;
   CLI::Option *epochs = nullptr, *batch = nullptr, *lr = nullptr;
 };
 
@@ -36,8 +38,30 @@ void add_lm_flags(CLI::App& sub, LmFlags& f) {
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
   sub.add_option("--out", o.out_dir, "Run folder: checkpoint.safetensors, train_state.safetensors, metrics.jsonl")->capture_default_str();
   sub.add_option("--resume", f.resume, "Continue the run in this folder from its last checkpoint (--epochs may extend it)");
+  sub.add_flag("--profile", f.profile, "Print where the training time went, per op, at the end");
   add_threads_option(sub, f.threads);
 }
+
+// With --profile: times every op of the run, then prints the table (largest first) on stderr.
+struct ProfileRun {
+  bool on;
+  explicit ProfileRun(bool on) : on(on) {
+    profile::reset();
+    profile::enable(on);
+  }
+  ~ProfileRun() {
+    if (!on) return;
+    profile::enable(false);
+    auto entries = profile::entries();
+    std::sort(entries.begin(), entries.end(), [](auto& a, auto& b) { return a.seconds > b.seconds; });
+    double total = 0;
+    for (const auto& e : entries) total += e.seconds;
+    std::fprintf(stderr, "per-op profile (timed ops only):\n");
+    for (const auto& e : entries)
+      std::fprintf(stderr, "  %-22s %9.3f s  %5.1f%%  (%ld calls)\n", e.name.c_str(), e.seconds,
+                   100 * e.seconds / total, e.calls);
+  }
+};
 
 TextConfig apply_text_sets(TextConfig cfg, const std::vector<std::string>& sets) {
   try {
@@ -72,6 +96,7 @@ void add_text(CLI::App& app) {
     add_lm_flags(*sub, args->f);
     sub->callback([args] {
       set_threads(args->f.threads);
+      const ProfileRun profiling(args->f.profile);
       LmOptions opt = args->f.opt;
       if (!args->f.resume.empty()) {
         opt.out_dir = args->f.resume;
@@ -98,6 +123,7 @@ void add_text(CLI::App& app) {
     add_lm_flags(*sub, *f);
     sub->callback([f] {
       set_threads(f->threads);
+      const ProfileRun profiling(f->profile);
       LmOptions opt = f->opt;
       if (!f->resume.empty()) {
         opt.out_dir = f->resume;

@@ -234,17 +234,18 @@ const T* TextModel<T>::mlm_logits(const int64_t* positions, int64_t count) {
 template <class T>
 typename TextModel<T>::MlmResult TextModel<T>::mlm(const int64_t* positions, const int32_t* labels,
                                                    int64_t count, bool backward) {
-  GMLP_PROFILE("mlm_head");
   const int64_t N = cfg_.seq_len, B = this->batch_, D = cfg_.dim, V = cfg_.vocab_size;
   MlmResult r;
   if (backward) {
     GMLP_CHECK(this->mode_ == Mode::train);
     std::fill(dxf_, dxf_ + N * B * D, T(0));
   }
-  std::vector<T> probs(size_t(kMlmChunk * V));
+  probs_.resize(size_t(kMlmChunk * V));
+  std::vector<T>& probs = probs_;
   T* g = this->g_.data();
   const T* w = this->w_.data();
   for (int64_t c0 = 0; c0 < count; c0 += kMlmChunk) {
+    GMLP_PROFILE("mlm_head");
     const int64_t rows = std::min(kMlmChunk, count - c0);
     const T* lg = mlm_logits(positions + c0, rows);
     for (int64_t k = 0; k < rows; ++k) {

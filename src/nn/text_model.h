@@ -104,6 +104,7 @@ class TextModel final : public ParamModel<T> {
   int64_t cls_w_ = -1, cls_b_ = -1;
 
   std::vector<int32_t> ids_;  // the last encode's ids, for the embedding's backward
+  std::vector<T> probs_;      // the MLM head's softmax, one chunk
   T *xf_ = nullptr, *meanf_ = nullptr, *rstdf_ = nullptr, *logits_ = nullptr, *rows_ = nullptr;
   T *cls_logits_ = nullptr, *bias_buf_ = nullptr, *dbias_buf_ = nullptr, *key_bias_ = nullptr;
   std::vector<T*> x_;

@@ -2,33 +2,31 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
+#include "ops/softmax.h"
 
 namespace gmlp {
 
 template <class T>
 T cross_entropy_forward(T* probs, const T* logits, const int32_t* labels, int64_t B, int64_t K,
                         T smoothing) {
-  double total = 0;
+  for (int64_t b = 0; b < B; ++b) GMLP_CHECK(labels[b] >= 0 && labels[b] < K);
+  // Rows in parallel (a vocabulary's worth of exps each), summed in row order: the same loss
+  // whatever the thread count.
+  std::vector<double> row_loss(static_cast<size_t>(B));
+#pragma omp parallel for schedule(static) if (B * K > 65536)
   for (int64_t b = 0; b < B; ++b) {
-    GMLP_CHECK(labels[b] >= 0 && labels[b] < K);
     const T* lb = logits + b * K;
-    T* pb = probs + b * K;
-    const T mx = *std::max_element(lb, lb + K);
-    double sum = 0, sum_logit = 0;
-    for (int64_t k = 0; k < K; ++k) {
-      pb[k] = std::exp(lb[k] - mx);
-      sum += pb[k];
-      sum_logit += lb[k] - mx;
-    }
-    for (int64_t k = 0; k < K; ++k) pb[k] = T(pb[k] / sum);
-    const double lse = std::log(sum);  // log Σ exp(l - mx)
+    const SoftmaxRow r = softmax_row(probs + b * K, lb, K);
     // -Σ q_k log p_k with log p_k = (l_k - mx) - lse
-    const double nll = lse - (lb[labels[b]] - mx);
-    const double smooth = lse - sum_logit / double(K);
-    total += (1.0 - smoothing) * nll + smoothing * smooth;
+    const double nll = r.lse - (double(lb[labels[b]]) - r.max);
+    const double smooth = r.lse - r.sum_shift / double(K);
+    row_loss[b] = (1.0 - smoothing) * nll + smoothing * smooth;
   }
+  double total = 0;
+  for (double l : row_loss) total += l;
   return T(total / double(B));
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "ops/softmax.h"
 
 namespace gmlp {
 
@@ -14,18 +15,10 @@ T soft_cross_entropy_forward(T* probs, const T* logits, const T* targets, int64_
   for (int64_t b = 0; b < B; ++b) {
     const T* lb = logits + b * K;
     const T* tb = targets + b * K;
-    T* pb = probs + b * K;
-    const T mx = *std::max_element(lb, lb + K);
-    double sum = 0;
-    for (int64_t k = 0; k < K; ++k) {
-      pb[k] = std::exp(lb[k] - mx);
-      sum += pb[k];
-    }
-    for (int64_t k = 0; k < K; ++k) pb[k] = T(pb[k] / sum);
-    const double lse = std::log(sum);  // log Σ exp(l - mx)
+    const SoftmaxRow r = softmax_row(probs + b * K, lb, K);
     // -Σ t_k log p_k with log p_k = (l_k - mx) - lse
     double row = 0;
-    for (int64_t k = 0; k < K; ++k) row += double(tb[k]) * (lse - double(lb[k] - mx));
+    for (int64_t k = 0; k < K; ++k) row += double(tb[k]) * (r.lse - (double(lb[k]) - r.max));
     total += row;
   }
   return T(total / double(B));
