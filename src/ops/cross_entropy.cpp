@@ -15,7 +15,9 @@ T cross_entropy_forward(T* probs, const T* logits, const int32_t* labels, int64_
   for (int64_t b = 0; b < B; ++b) GMLP_CHECK(labels[b] >= 0 && labels[b] < K);
   // Rows in parallel (a vocabulary's worth of exps each), summed in row order: the same loss
   // whatever the thread count.
-  std::vector<double> row_loss(static_cast<size_t>(B));
+  thread_local std::vector<double> row_loss;  // grows once: no allocation per step
+  row_loss.resize(size_t(B));
+  double* rows = row_loss.data();  // this thread's buffer, shared with the team below
 #pragma omp parallel for schedule(static) if (B * K > 65536)
   for (int64_t b = 0; b < B; ++b) {
     const T* lb = logits + b * K;
@@ -23,10 +25,10 @@ T cross_entropy_forward(T* probs, const T* logits, const int32_t* labels, int64_
     // -Σ q_k log p_k with log p_k = (l_k - mx) - lse
     const double nll = r.lse - (double(lb[labels[b]]) - r.max);
     const double smooth = r.lse - r.sum_shift / double(K);
-    row_loss[b] = (1.0 - smoothing) * nll + smoothing * smooth;
+    rows[b] = (1.0 - smoothing) * nll + smoothing * smooth;
   }
   double total = 0;
-  for (double l : row_loss) total += l;
+  for (int64_t b = 0; b < B; ++b) total += rows[b];
   return T(total / double(B));
 }
 
