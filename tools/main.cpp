@@ -6,7 +6,7 @@
 #include "core/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"gmlp: gMLP (\"Pay Attention to MLPs\") image classifiers in C++, on the CPU"};
+  CLI::App app{"gmlp: gMLP and aMLP (\"Pay Attention to MLPs\") and the models they are compared with, for images and text, in C++ on the CPU"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "gmlp 0.1.0");
   gmlp::cli::add_train(app);
