@@ -100,17 +100,7 @@ TEST(SoftCrossEntropy, GradientMatchesFiniteDifferences) {
   };
   loss();
   soft_cross_entropy_backward(dl.data(), probs.data(), targets.data(), B, K);
-  Vec numeric(B * K);
-  for (int64_t i = 0; i < B * K; ++i) {
-    const double old = logits[i];
-    logits[i] = old + tol::kFdStep;
-    const double lp = loss();
-    logits[i] = old - tol::kFdStep;
-    const double lm = loss();
-    logits[i] = old;
-    numeric[i] = (lp - lm) / (2 * tol::kFdStep);
-  }
-  EXPECT_TRUE(close("dlogits", dl, numeric, tol::kFdRel));
+  test::expect_fd("dlogits", logits, dl, loss);
 }
 
 TEST(SoftCrossEntropy, SmoothOneHotIsTimmMixupTarget) {
