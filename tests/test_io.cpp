@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "data/idx.h"
+#include "files.h"
 #include "io/atomic_file.h"
 #include "io/image.h"
 #include "io/npy.h"
@@ -23,36 +24,8 @@ using gmlp::cat;
 
 namespace {
 
-// A per-process temp folder, removed at exit.
-struct TempFolder {
-  fs::path dir = fs::temp_directory_path() / cat("gmlp_test_io_", getpid());
-  TempFolder() { fs::create_directories(dir); }
-  ~TempFolder() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-// A fresh path named after the running test, so tests never share files.
-std::string tmp_path(const std::string& name) {
-  static TempFolder folder;
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  return (folder.dir / cat(info->test_suite_name(), ".", info->name(), ".", name)).string();
-}
-
-// Expects f() to throw gmlp::Error whose message contains every one of `phrases`.
-template <class F>
-void expect_error(F&& f, std::initializer_list<std::string> phrases) {
-  try {
-    f();
-  } catch (const gmlp::Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : phrases)
-      EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg << "\nlacks: " << p;
-    return;
-  }
-  ADD_FAILURE() << "expected a gmlp::Error mentioning '" << *phrases.begin() << "'";
-}
+using gmlp::test::expect_error;
+using gmlp::test::tmp_path;
 
 void put_u64_le(std::string& s, uint64_t v) {
   for (int i = 0; i < 8; ++i) s += char(v >> (8 * i));

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "files.h"
 #include "io/atomic_file.h"
 #include "text/corpus.h"
 #include "text/mlm.h"
@@ -27,43 +28,13 @@ using namespace gmlp::text;
 
 namespace {
 
-struct TempFolder {
-  fs::path dir = fs::temp_directory_path() / cat("gmlp_test_text_", getpid());
-  TempFolder() { fs::create_directories(dir); }
-  ~TempFolder() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-TempFolder& folder() {
-  static TempFolder f;
-  return f;
-}
-
-std::string tmp_path(const std::string& name) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  return (folder().dir / cat(info->test_suite_name(), ".", info->name(), ".", name)).string();
-}
+using gmlp::test::expect_error;
+using gmlp::test::tmp_path;
 
 std::string write_tmp(const std::string& name, const std::string& bytes) {
   const std::string path = tmp_path(name);
   gmlp::write_file_atomic(path, bytes);
   return path;
-}
-
-// Expects f() to throw a one-line gmlp::Error containing every one of `phrases`.
-template <class F>
-void expect_error(F&& f, std::initializer_list<std::string> phrases) {
-  try {
-    f();
-  } catch (const gmlp::Error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;
-    for (const std::string& p : phrases)
-      EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg << "\nlacks: " << p;
-    return;
-  }
-  ADD_FAILURE() << "expected a gmlp::Error mentioning '" << *phrases.begin() << "'";
 }
 
 const std::vector<Verse>& kjv() {
@@ -82,7 +53,7 @@ std::string kjv_text(const std::vector<Verse>& verses) {
 // The tokenizer all tests share: trained once on the train split, vocabulary 2000.
 constexpr int kTestVocab = 2000;
 struct Trained {
-  std::string prefix = (folder().dir / "kjv2000").string();
+  std::string prefix = (gmlp::test::temp_folder() / "kjv2000").string();
   double seconds = 0;
   Tokenizer tok = [this] {
     const auto lines = verse_texts(kjv(), Split::train);
@@ -463,7 +434,7 @@ TEST(Tokenizer, TrainingIsDeterministic) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   EXPECT_EQ(again.serialized(), t.tok.serialized());
   EXPECT_EQ(gmlp::read_file(prefix + ".model", size_t{1} << 30), t.tok.serialized());
-  for (const auto& e : fs::directory_iterator(folder().dir))
+  for (const auto& e : fs::directory_iterator(gmlp::test::temp_folder()))
     EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
 }
 
