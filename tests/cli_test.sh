@@ -169,6 +169,25 @@ r = [json.loads(l) for l in open(sys.argv[1])][-1]
 assert r["task"] == "next-verse" and 0 <= r["dev_acc"] <= 1 and 0 <= r["test_acc"] <= 1, r
 PY
 then ok "finetune from the pretrained checkpoint writes dev and test accuracy"; else bad "finetune: $(tail -3 "$WORK/lm.log")"; fi
+# At a shorter length, with a zero learning rate the weights stay as loaded: every tensor equals
+# the pretrained one, or its leading block where an axis was the pretraining length (32 → 16).
+if "$GMLP" finetune --init "$LMCK" --task ot-nt --seq-len 16 --lr 0 --min-lr 0 --epochs 1 --train-limit 32 --eval-limit 32 \
+     --batch-size 8 --threads 2 --out "$WORK/ft16" >/dev/null 2>>"$WORK/lm.log" &&
+   python3 - "$LMCK" "$WORK/ft16/checkpoint.safetensors" <<'PY'
+import sys
+from safetensors.numpy import load_file
+pre, ft = load_file(sys.argv[1]), load_file(sys.argv[2])
+sliced = 0
+for name, a in pre.items():
+    b = ft[name]
+    assert all(m == n or (m, n) == (32, 16) for m, n in zip(a.shape, b.shape)), (name, a.shape, b.shape)
+    sliced += a.shape != b.shape
+    assert (a[tuple(slice(0, n) for n in b.shape)] == b).all(), name
+assert sliced >= 2, sliced  # the spatial W and its bias
+PY
+then ok "finetune --seq-len keeps the leading block of the length-sized tensors"; else bad "finetune --seq-len: $(tail -3 "$WORK/lm.log")"; fi
+expect_error "finetune longer than pretraining" 1 "expected --seq-len <= the pretraining length 32, found 64" -- \
+  "$GMLP" finetune --init "$LMCK" --task ot-nt --seq-len 64 --out "$WORK/ft64"
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

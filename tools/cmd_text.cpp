@@ -32,7 +32,7 @@ void add_lm_flags(CLI::App& sub, LmFlags& f) {
   sub.add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")->capture_default_str();
   sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->capture_default_str();
   sub.add_option("--seed", o.seed, "Seed of initialisation, order, masking")->capture_default_str();
-  sub.add_option("--train-limit", o.train_limit, "Train on the first N sequences/examples only (0: all)")->capture_default_str();
+  sub.add_option("--train-limit", o.train_limit, "Train on N sequences only: pretrain the first N, finetune a random N fixed by --seed (0: all)")->capture_default_str();
   sub.add_option("--eval-limit", o.eval_limit, "Evaluate on the first N dev/test sequences/examples only (0: all)")->capture_default_str();
   sub.add_option("--precision", o.precision, "Matrix products: f32, or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
@@ -120,6 +120,9 @@ void add_text(CLI::App& app) {
     sub->add_option("--init", f->opt.init, "The pretrained checkpoint (gmlp pretrain's checkpoint.safetensors)");
     sub->add_option("--task", f->opt.task, "ot-nt (Old or New Testament), genre (7 classes), next-verse (pairs)")
         ->check(CLI::IsMember({"ot-nt", "genre", "next-verse"}));
+    sub->add_option("--seq-len", f->opt.seq_len,
+                    "Finetune at a shorter length than pretraining: length-sized tensors keep their "
+                    "leading block (0: the pretrained length)")->capture_default_str();
     add_lm_flags(*sub, *f);
     sub->callback([f] {
       set_threads(f->threads);

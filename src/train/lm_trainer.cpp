@@ -28,7 +28,7 @@ using text::Tokenizer;
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, vocab_size, epochs,
                                                 batch_size, lr, min_lr, warmup_epochs,
                                                 weight_decay, clip_norm, mask_prob, seed,
-                                                train_limit, eval_limit, precision)
+                                                train_limit, eval_limit, seq_len, precision)
 
 nlohmann::json LmOptions::to_json() const { return *this; }
 LmOptions LmOptions::from_json(const nlohmann::json& j) { return j.get<LmOptions>(); }
@@ -82,6 +82,21 @@ TextCheckpoint load_text_checkpoint(const std::string& path) {
 }
 
 namespace {
+
+// Copies the leading block of a row-major tensor of shape `from` into one of shape `to`
+// (every to[k] <= from[k]).
+void copy_leading_block(const float* src, const std::vector<int64_t>& from, float* dst,
+                        const std::vector<int64_t>& to) {
+  if (to.empty()) {
+    *dst = *src;
+    return;
+  }
+  int64_t src_stride = 1, dst_stride = 1;
+  for (size_t k = 1; k < from.size(); ++k) src_stride *= from[k], dst_stride *= to[k];
+  const std::vector<int64_t> from_rest(from.begin() + 1, from.end()), to_rest(to.begin() + 1, to.end());
+  for (int64_t i = 0; i < to[0]; ++i)
+    copy_leading_block(src + i * src_stride, from_rest, dst + i * dst_stride, to_rest);
+}
 
 // The train or dev documents: KJV verses by the chapter split, or a text file's lines by index.
 std::vector<std::string> documents(const LmOptions& opt, text::Split split) {
@@ -318,15 +333,24 @@ TrainResult finetune(const LmOptions& options, bool resume) {
     TextCheckpoint pre = load_text_checkpoint(opt.init);
     ck.config = pre.config;
     ck.config.num_classes = text::num_classes(text::parse_task(opt.task));
+    const int64_t n0 = pre.config.seq_len;
+    if (opt.seq_len > n0)
+      fail("failed to finetune from '", opt.init, "': expected --seq-len <= the pretraining length ",
+           n0, ", found ", opt.seq_len);
+    if (opt.seq_len > 0) ck.config.seq_len = opt.seq_len;
+    const int64_t n1 = ck.config.seq_len;
     ck.model = std::make_unique<TextModel<float>>(ck.config);
     Rng init_rng(opt.seed);
     ck.model->init(init_rng);  // the new head; everything else comes from the pretrained model
     for (const ParamInfo& p : pre.model->params()) {
       const ParamInfo& q = ck.model->param(p.name);
-      if (q.shape != p.shape)
-        fail("failed to finetune from '", opt.init, "': tensor '", p.name, "' has another shape");
-      std::copy(pre.model->weights() + p.offset, pre.model->weights() + p.offset + p.numel,
-                ck.model->weights() + q.offset);
+      // At a shorter length every length-sized axis (gMLP's spatial W and bias, BERT's
+      // positions) keeps its leading block: the first n1 tokens see what they saw in pretraining.
+      bool fits = q.shape.size() == p.shape.size();
+      for (size_t k = 0; fits && k < p.shape.size(); ++k)
+        fits = q.shape[k] == p.shape[k] || (p.shape[k] == n0 && q.shape[k] == n1);
+      if (!fits) fail("failed to finetune from '", opt.init, "': tensor '", p.name, "' has another shape");
+      copy_leading_block(pre.model->weights() + p.offset, p.shape, ck.model->weights() + q.offset, q.shape);
     }
     ck.tokenizer = std::move(pre.tokenizer);
   }
@@ -335,7 +359,13 @@ TrainResult finetune(const LmOptions& options, bool resume) {
   const text::Task task = text::parse_task(opt.task);
   const int N = model.config().seq_len, K = model.config().num_classes;
   const std::vector<text::Verse> verses = text::load_kjv();
-  const auto train_set = text::build_task(task, verses, tok, text::Split::train, N, opt.seed);
+  auto train_set = text::build_task(task, verses, tok, text::Split::train, N, opt.seed);
+  if (opt.train_limit > 0 && int64_t(train_set.size()) > opt.train_limit) {
+    // The tasks come in book order: a subset must be drawn, not cut from the front.
+    Rng pick(opt.seed ^ 0x5eedULL);
+    for (size_t i = train_set.size() - 1; i > 0; --i) std::swap(train_set[i], train_set[pick.below(i + 1)]);
+    train_set.resize(size_t(opt.train_limit));
+  }
   auto dev_set = text::build_task(task, verses, tok, text::Split::dev, N, opt.seed);
   auto test_set = text::build_task(task, verses, tok, text::Split::test, N, opt.seed);
   for (auto* set : {&dev_set, &test_set})

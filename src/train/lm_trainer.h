@@ -38,7 +38,9 @@ struct LmOptions {
   double clip_norm = 1.0;
   double mask_prob = 0.15;
   uint64_t seed = 0;
-  int train_limit = 0;           // use only the first N training sequences/examples (0: all)
+  int train_limit = 0;           // pretrain: the first N training sequences; finetune: a random
+                                 // N examples, fixed by the seed (0: all)
+  int seq_len = 0;               // finetune: a shorter length than pretraining's (0: the same)
   int eval_limit = 0;            // evaluate on the first N dev/test sequences/examples (0: all)
   std::string precision = "f32";
 
