@@ -4,6 +4,7 @@
 #   scripts/setup.sh --python also the PyPI packages the tests use (torch, timm, ...)
 #   scripts/setup.sh --bench  also those the baselines of `make bench` use (ONNX Runtime, ...) (onnxruntime,
 #                             onnx and onnxscript for the ONNX Runtime column of make bench)
+#   scripts/setup.sh --text-baselines  scikit-learn, for scripts/text_baselines.py
 set -euo pipefail
 
 debs=(build-essential cmake pkg-config zlib1g-dev libdnnl-dev nlohmann-json3-dev libcli11-dev
@@ -33,4 +34,5 @@ case "${1:-}" in
   --python) pip_install "torch, timm, safetensors, numpy" torch timm safetensors numpy ;;
   --bench) pip_install "torch, timm, safetensors, numpy, onnxruntime, onnx, onnxscript" \
              torch timm safetensors numpy onnxruntime onnx onnxscript ;;
+  --text-baselines) pip_install "sklearn, numpy" scikit-learn numpy ;;
 esac
