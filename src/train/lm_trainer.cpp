@@ -360,14 +360,16 @@ TrainResult finetune(const LmOptions& options, bool resume) {
   const int N = model.config().seq_len, K = model.config().num_classes;
   const std::vector<text::Verse> verses = text::load_kjv();
   auto train_set = text::build_task(task, verses, tok, text::Split::train, N, opt.seed);
+  auto dev_set = text::build_task(task, verses, tok, text::Split::dev, N, opt.seed);
+  auto test_set = text::build_task(task, verses, tok, text::Split::test, N, opt.seed);
+  std::fprintf(stderr, "gmlp: task %s: %zu train, %zu dev, %zu test examples\n", opt.task.c_str(),
+               train_set.size(), dev_set.size(), test_set.size());
   if (opt.train_limit > 0 && int64_t(train_set.size()) > opt.train_limit) {
     // The tasks come in book order: a subset must be drawn, not cut from the front.
     Rng pick(opt.seed ^ 0x5eedULL);
     for (size_t i = train_set.size() - 1; i > 0; --i) std::swap(train_set[i], train_set[pick.below(i + 1)]);
     train_set.resize(size_t(opt.train_limit));
   }
-  auto dev_set = text::build_task(task, verses, tok, text::Split::dev, N, opt.seed);
-  auto test_set = text::build_task(task, verses, tok, text::Split::test, N, opt.seed);
   for (auto* set : {&dev_set, &test_set})
     if (opt.eval_limit > 0 && int64_t(set->size()) > opt.eval_limit) set->resize(size_t(opt.eval_limit));
   std::vector<int32_t> ids, labels;
