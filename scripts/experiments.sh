@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The long runs behind the README's result tables, in order of priority. Every run resumes
-# where it stopped, so running this script again continues the work. Runs go to runs/; on this
-# machine's two cores the whole list takes many hours. The comparison budgets (3 epochs per
-# model) are what one 3-hour session of two shared cores affords for all eight models and the
-# ablation: about 1.5 hours.
+# The long runs behind the README's result tables. Every run resumes where it stopped, so
+# running this script again continues the work; runs go to runs/.
 #
-#   scripts/experiments.sh            # after `make build` (or `make demo`)
+#   scripts/experiments.sh [PART...]    # after `make build`; PART: compare ablation best text
+#                                       # (default: all four, in that order)
+#
+# The budgets are what one 3-hour session of this machine's two shared cores affords per part:
+# compare (8 models × 3 epochs) and ablation (3 × 3 epochs) together about 2 hours, best about
+# 2 hours, text about 2 hours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 G=build/gmlp
@@ -23,30 +25,50 @@ run() {
   fi
 }
 
-# 1. Issue 4: every vision model under one budget, then the pictures of the gMLP.
-"$G" compare fmnist-gmlp fmnist-amlp fmnist-vit fmnist-mixer fmnist-resmlp fmnist-ffonly \
-  fmnist-eamlp fmnist-cnn --epochs 3 --random-erase 0.25 --out runs/compare
-"$G" viz --checkpoint runs/compare/fmnist-gmlp/checkpoint.safetensors \
-  --metrics runs/compare/fmnist-gmlp/metrics.jsonl --out runs/compare/viz-gmlp
+# Issue 4: every vision model under one budget, then the pictures of its gMLP.
+compare() {
+  "$G" compare fmnist-gmlp fmnist-amlp fmnist-vit fmnist-mixer fmnist-resmlp fmnist-ffonly \
+    fmnist-eamlp fmnist-cnn --epochs 3 --random-erase 0.25 --out runs/compare
+  "$G" viz --checkpoint runs/compare/fmnist-gmlp/checkpoint.safetensors \
+    --metrics runs/compare/fmnist-gmlp/metrics.jsonl --out runs/compare/viz-gmlp
+}
 
-# 2. Issue 4: the gating ablation (split is fmnist-gmlp in runs/compare).
-"$G" compare fmnist-gmlp:gate=multiplicative fmnist-gmlp:gate=additive fmnist-gmlp:gate=linear \
-  --epochs 3 --random-erase 0.25 --out runs/ablation
+# Issue 4: the gating ablation (split is fmnist-gmlp in runs/compare, same budget).
+ablation() {
+  "$G" compare fmnist-gmlp:gate=multiplicative fmnist-gmlp:gate=additive fmnist-gmlp:gate=linear \
+    --epochs 3 --random-erase 0.25 --out runs/ablation
+}
 
-# 3. Issue 4: the best gMLP, trained longer (the >= 94 % target).
-run train runs/gmlp60 60 --preset fmnist-gmlp --random-erase 0.25 --drop-path 0.1
+# Issue 4: the best gMLP, trained longer (the >= 94 % target).
+best() {
+  run train runs/gmlp60 60 --preset fmnist-gmlp --random-erase 0.25 --drop-path 0.1
+}
 
-# 4. Issue 5: pretraining, then finetuning on the three KJV tasks.
-for p in kjv-gmlp kjv-amlp kjv-bert kjv-bert-rel; do
-  run pretrain "runs/lm/$p" 10 --preset "$p"
-done
-for p in kjv-gmlp kjv-amlp kjv-bert kjv-bert-rel; do
-  for t in ot-nt genre next-verse; do
-    run finetune "runs/lm/$p-$t" 3 --init "runs/lm/$p/checkpoint.safetensors" --task "$t"
+# Issue 5: pretraining, finetuning on the three KJV tasks, and the gating ablation by
+# perplexity (split is kjv-gmlp). Single verses are finetuned at 64 tokens, pairs at 128.
+text() {
+  local p t g
+  for p in kjv-gmlp kjv-amlp kjv-bert kjv-bert-rel; do
+    run pretrain "runs/lm/$p" 3 --preset "$p"
   done
-done
+  for p in kjv-gmlp kjv-amlp kjv-bert kjv-bert-rel; do
+    for t in ot-nt genre; do
+      run finetune "runs/lm/$p-$t" 2 --init "runs/lm/$p/checkpoint.safetensors" --task "$t" \
+        --seq-len 64 --train-limit 10000
+    done
+    run finetune "runs/lm/$p-next-verse" 2 --init "runs/lm/$p/checkpoint.safetensors" \
+      --task next-verse --train-limit 10000
+  done
+  for g in multiplicative additive linear; do
+    run pretrain "runs/lm/kjv-gmlp-$g" 3 --preset kjv-gmlp --set "gate=$g"
+  done
+}
 
-# 5. Issue 5: the gating ablation by perplexity (split is kjv-gmlp above).
-for g in multiplicative additive linear; do
-  run pretrain "runs/lm/kjv-gmlp-$g" 10 --preset kjv-gmlp --set "gate=$g"
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(compare ablation best text)
+for part in "${parts[@]}"; do
+  case "$part" in
+    compare | ablation | best | text) "$part" ;;
+    *) echo "experiments.sh: unknown part '$part' (expected compare, ablation, best or text)" >&2; exit 2 ;;
+  esac
 done
