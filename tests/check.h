@@ -77,10 +77,14 @@ inline void expect_fd(const std::string& name, std::vector<double>& x,
 
 // RAII: one thread for the scope (finite differences: thousands of tiny forwards, where threads
 // only add barriers).
-struct OneThread {
+// The enclosing scope runs with n threads.
+struct WithThreads {
   int saved = num_threads();
-  OneThread() { set_threads(1); }
-  ~OneThread() { set_threads(saved); }
+  explicit WithThreads(int n) { set_threads(n); }
+  ~WithThreads() { set_threads(saved); }
+};
+struct OneThread : WithThreads {
+  OneThread() : WithThreads(1) {}
 };
 
 template <class T>

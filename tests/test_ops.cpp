@@ -82,30 +82,40 @@ TEST(Gelu, GradientMatchesFiniteDifferences) {
   expect_fd("dx", x, dx, dx0, loss);
 }
 
+// Every gate, with and without aMLP's residual input, on one image and on five, two threads.
 TEST(Sgu, GradientsMatchFiniteDifferences) {
-  const SguShape s{5, 3, 8};  // N, B, F
-  const int64_t M = s.rows(), H = s.H(), N = s.N;
-  Rng rng(4);
-  Vec z = randn<double>(M * s.F, rng), gamma = randn<double>(H, rng), beta = randn<double>(H, rng);
-  Vec W = randn<double>(N * N, rng, 0.5), b = randn<double>(N, rng);
-  Vec r = randn<double>(M * H, rng), out(M * H), vn(M * H), mean(M), rstd(M), g(M * H);
-  auto loss = [&] {
-    sgu_forward(out.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(),
-                beta.data(), W.data(), b.data(), s, 1e-5);
-    return dot(r, out);
-  };
-  loss();
-  // dz is overwritten (NaN in it must not leak); the parameter gradients accumulate.
-  Vec dz0(M * s.F, 0.0), dgm0(H, 0.1), dbt0(H, -0.2), dW0(N * N, 0.3), db0(N, 0.4);
-  Vec dz(M * s.F, std::nan("")), dgm = dgm0, dbt = dbt0, dW = dW0, db = db0, scratch(2 * M * H);
-  sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), r.data(), z.data(),
-               vn.data(), mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s,
-               scratch.data());
-  expect_fd("dz", z, dz, dz0, loss);
-  expect_fd("dgamma", gamma, dgm, dgm0, loss);
-  expect_fd("dbeta", beta, dbt, dbt0, loss);
-  expect_fd("dW", W, dW, dW0, loss);
-  expect_fd("db", b, db, db0, loss);
+  const test::WithThreads two(2);
+  for (const char* gate : {"split", "multiplicative", "additive", "linear"})
+    for (const int64_t B : {1, 5})
+      for (const bool with_res : {false, true}) {
+        SCOPED_TRACE(std::string(gate) + " B=" + std::to_string(B) + (with_res ? " res" : ""));
+        const SguShape s{5, B, 8, parse_sgu_gate(gate)};  // N, B, F
+        const int64_t M = s.rows(), H = s.H(), N = s.N;
+        Rng rng(4);
+        Vec z = randn<double>(M * s.F, rng), gamma = randn<double>(H, rng), beta = randn<double>(H, rng);
+        Vec W = randn<double>(N * N, rng, 0.5), b = randn<double>(N, rng), res = randn<double>(M * H, rng);
+        Vec r = randn<double>(M * H, rng), out(M * H), vn(M * H), mean(M), rstd(M), g(M * H);
+        const double* res_in = with_res ? res.data() : nullptr;
+        auto loss = [&] {
+          sgu_forward(out.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(),
+                      beta.data(), W.data(), b.data(), s, 1e-5, res_in);
+          return dot(r, out);
+        };
+        loss();
+        // dz and dres are overwritten (NaN in them must not leak); the parameter gradients accumulate.
+        Vec dz0(M * s.F, 0.0), dgm0(H, 0.1), dbt0(H, -0.2), dW0(N * N, 0.3), db0(N, 0.4), dres0(M * H, 0.0);
+        Vec dz(M * s.F, std::nan("")), dgm = dgm0, dbt = dbt0, dW = dW0, db = db0, scratch(2 * M * H);
+        Vec dres(M * H, std::nan(""));
+        sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), r.data(), z.data(),
+                     vn.data(), mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s,
+                     scratch.data(), with_res ? dres.data() : nullptr);
+        expect_fd("dz", z, dz, dz0, loss);
+        expect_fd("dgamma", gamma, dgm, dgm0, loss);
+        expect_fd("dbeta", beta, dbt, dbt0, loss);
+        expect_fd("dW", W, dW, dW0, loss);
+        expect_fd("db", b, db, db0, loss);
+        if (with_res) expect_fd("dres", res, dres, dres0, loss);
+      }
 }
 
 TEST(Gelu, InPlaceBackwardMatchesAccumulating) {
@@ -260,25 +270,34 @@ TEST(FastVsRef, Gelu) {
   EXPECT_TRUE(close("dx", dx1, dx2, tol::kFastVsRef));
 }
 
+// Every gate with aMLP's residual input, on one image and on six, two threads.
 TEST(FastVsRef, Sgu) {
-  const SguShape s{49, 6, 38};
-  const int64_t M = s.rows(), H = s.H(), N = s.N;
-  Rng rng(13);
-  auto z = randn<float>(M * s.F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
-  auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
-  std::vector<float> out1(M * H), out2(M * H), vn(M * H), mean(M), rstd(M), g(M * H);
-  sgu_forward(out1.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f);
-  sgu_forward_ref(out2.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f);
-  EXPECT_TRUE(close("out", out1, out2, tol::kFastVsRef));
-  std::vector<float> dz1(M * s.F, std::nanf("")), dgm1(H, 0.f), dbt1(H, 0.f), dW1(N * N, 0.f), db1(N, 0.f), scratch(2 * M * H);
-  auto dz2 = dz1, dgm2 = dgm1, dbt2 = dbt1, dW2 = dW1, db2 = db1;
-  sgu_backward(dz1.data(), dgm1.data(), dbt1.data(), dW1.data(), db1.data(), dout.data(), z.data(), vn.data(), mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, scratch.data());
-  sgu_backward_ref(dz2.data(), dgm2.data(), dbt2.data(), dW2.data(), db2.data(), dout.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f);
-  EXPECT_TRUE(close("dz", dz1, dz2, tol::kFastVsRef));
-  EXPECT_TRUE(close("dgamma", dgm1, dgm2, tol::kFastVsRef, 30.0));  // sums over N·B = 294 rows
-  EXPECT_TRUE(close("dbeta", dbt1, dbt2, tol::kFastVsRef, 30.0));
-  EXPECT_TRUE(close("dW", dW1, dW2, tol::kFastVsRef, 30.0));
-  EXPECT_TRUE(close("db", db1, db2, tol::kFastVsRef, 30.0));
+  const test::WithThreads two(2);
+  for (const char* gate : {"split", "multiplicative", "additive", "linear"})
+    for (const int64_t B : {1, 6}) {
+      SCOPED_TRACE(std::string(gate) + " B=" + std::to_string(B));
+      const SguShape s{49, B, 38, parse_sgu_gate(gate)};
+      const int64_t M = s.rows(), H = s.H(), N = s.N;
+      Rng rng(13);
+      auto z = randn<float>(M * s.F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
+      auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
+      auto res = randn<float>(M * H, rng);
+      std::vector<float> out1(M * H), out2(M * H), vn(M * H), mean(M), rstd(M), g(M * H);
+      sgu_forward(out1.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f, res.data());
+      sgu_forward_ref(out2.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f, res.data());
+      EXPECT_TRUE(close("out", out1, out2, tol::kFastVsRef));
+      std::vector<float> dz1(M * s.F, std::nanf("")), dgm1(H, 0.f), dbt1(H, 0.f), dW1(N * N, 0.f), db1(N, 0.f), scratch(2 * M * H);
+      std::vector<float> dres1(M * H, std::nanf(""));
+      auto dz2 = dz1, dgm2 = dgm1, dbt2 = dbt1, dW2 = dW1, db2 = db1, dres2 = dres1;
+      sgu_backward(dz1.data(), dgm1.data(), dbt1.data(), dW1.data(), db1.data(), dout.data(), z.data(), vn.data(), mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, scratch.data(), dres1.data());
+      sgu_backward_ref(dz2.data(), dgm2.data(), dbt2.data(), dW2.data(), db2.data(), dout.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f, res.data(), dres2.data());
+      EXPECT_TRUE(close("dz", dz1, dz2, tol::kFastVsRef));
+      EXPECT_TRUE(close("dres", dres1, dres2, tol::kFastVsRef));
+      EXPECT_TRUE(close("dgamma", dgm1, dgm2, tol::kFastVsRef, 30.0));  // sums over N·B rows
+      EXPECT_TRUE(close("dbeta", dbt1, dbt2, tol::kFastVsRef, 30.0));
+      EXPECT_TRUE(close("dW", dW1, dW2, tol::kFastVsRef, 30.0));
+      EXPECT_TRUE(close("db", db1, db2, tol::kFastVsRef, 30.0));
+    }
 }
 
 }  // namespace
