@@ -57,5 +57,21 @@ TEST(Viz, TrainingCurvesAreDrawnAndSaved) {
   EXPECT_NEAR(back[0], 1.0f, 1e-6f);  // the white background, red channel, top-left
 }
 
+TEST(Viz, ManyCurvesGetTheirLegendBesideTheAxes) {
+  // Eight rising curves (a comparison): the legend must not cover them, so it sits right of the
+  // axes, where each curve's swatch is the only thing in its colour.
+  Panel p{"test accuracy", "epoch", {}};
+  for (int i = 0; i < 8; ++i) p.curves.push_back({"model-" + std::to_string(i), {1, 2, 3}, {50.0 + i, 70.0 + i, 90.0 + i}, palette(i)});
+  const Canvas c = render_panels({p}, "compare");
+  ASSERT_GT(c.width(), 520);
+  const int axes_right = c.width() - 15 - (Canvas::text_width("model-0") + 44);
+  for (int i = 0; i < 8; ++i) {
+    int beside = 0;
+    for (int y = 0; y < c.height(); ++y)
+      for (int x = axes_right + 1; x < c.width(); ++x) beside += same(c.at(x, y), palette(i));
+    EXPECT_GT(beside, 40) << "curve " << i;  // the 18×4 swatch
+  }
+}
+
 }  // namespace
 }  // namespace gmlp::viz

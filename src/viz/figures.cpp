@@ -33,8 +33,20 @@ std::string fmt(double v) {
   return buf;
 }
 
+// Beyond this many curves the legend sits right of the axes: inside it would cover the curves.
+constexpr size_t kLegendInside = 3;
+
+// The width of a legend beside the axes (0 when it goes inside).
+int side_legend_width(const Panel& p) {
+  if (p.curves.size() <= kLegendInside) return 0;
+  int widest = 0;
+  for (const Curve& cv : p.curves) widest = std::max(widest, Canvas::text_width(cv.name));
+  return widest + 44;
+}
+
 void draw_panel(Canvas& c, int x0, int y0, int w, int h, const Panel& p) {
-  const int left = 70, right = 15, top = 34, bottom = 48;  // room for labels
+  const int side = side_legend_width(p);
+  const int left = 70, right = 15 + side, top = 34, bottom = 48;  // room for labels
   const int px0 = x0 + left, px1 = x0 + w - right, py0 = y0 + top, py1 = y0 + h - bottom;
   double xmin = 1e300, xmax = -1e300, ymin = 1e300, ymax = -1e300;
   for (const Curve& cv : p.curves)
@@ -66,17 +78,18 @@ void draw_panel(Canvas& c, int x0, int y0, int w, int h, const Panel& p) {
   c.line(px0, py1, px1, py1, kFrame);
   c.line(px1, py0, px1, py1, kFrame);
   c.line(px0, py0, px1, py0, kFrame);
-  // The legend goes in the top-right corner, or the bottom-right when the curves end up high.
+  // A short legend goes in the top-right corner, or the bottom-right when the curves end up
+  // high; a long one beside the axes, from the top.
   bool ends_high = false;
   for (const Curve& cv : p.curves)
     if (!cv.y.empty() && Y(cv.y.back()) < (py0 + py1) / 2.0) ends_high = true;
-  int legend_y = ends_high ? py1 - 8 - 20 * int(p.curves.size()) : py0 + 8;
+  int legend_y = side || !ends_high ? py0 + 8 : py1 - 8 - 20 * int(p.curves.size());
   for (const Curve& cv : p.curves) {
     for (size_t i = 1; i < cv.x.size(); ++i)
       c.line(X(cv.x[i - 1]), Y(cv.y[i - 1]), X(cv.x[i]), Y(cv.y[i]), cv.color, 2);
     for (size_t i = 0; i < cv.x.size(); ++i)
       c.fill_rect(int(X(cv.x[i])) - 2, int(Y(cv.y[i])) - 2, int(X(cv.x[i])) + 3, int(Y(cv.y[i])) + 3, cv.color);
-    const int lx = px1 - 10 - Canvas::text_width(cv.name) - 26;
+    const int lx = side ? px1 + 14 : px1 - 10 - Canvas::text_width(cv.name) - 26;
     c.fill_rect(lx, legend_y + 5, lx + 18, legend_y + 9, cv.color);
     c.text(lx + 24, legend_y, cv.name, kInk);
     legend_y += 20;
@@ -108,7 +121,9 @@ Canvas render_spatial_weights(const float* W, int grid, const std::string& title
 }
 
 Canvas render_panels(const std::vector<Panel>& panels, const std::string& title, int columns) {
-  const int pw = 520, ph = 400, header = 30, n = std::max(1, int(panels.size()));
+  int side = 0;
+  for (const Panel& p : panels) side = std::max(side, side_legend_width(p));
+  const int pw = 520 + side, ph = 400, header = 30, n = std::max(1, int(panels.size()));
   const int cols = columns > 0 ? std::min(columns, n) : n, rows = (n + cols - 1) / cols;
   Canvas c(pw * cols, ph * rows + header, kWhite);
   c.text((c.width() - Canvas::text_width(title)) / 2, 8, title, kInk);
