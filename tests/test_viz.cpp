@@ -59,7 +59,7 @@ TEST(Viz, TrainingCurvesAreDrawnAndSaved) {
 
 TEST(Viz, ManyCurvesGetTheirLegendBesideTheAxes) {
   // Eight rising curves (a comparison): the legend must not cover them, so it sits right of the
-  // axes, where each curve's swatch is the only thing in its colour.
+  // axes, where each curve's swatch is the only thing in its colour. (Three or more do.)
   Panel p{"test accuracy", "epoch", {}};
   for (int i = 0; i < 8; ++i) p.curves.push_back({"model-" + std::to_string(i), {1, 2, 3}, {50.0 + i, 70.0 + i, 90.0 + i}, palette(i)});
   const Canvas c = render_panels({p}, "compare");

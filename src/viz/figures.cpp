@@ -33,8 +33,9 @@ std::string fmt(double v) {
   return buf;
 }
 
-// Beyond this many curves the legend sits right of the axes: inside it would cover the curves.
-constexpr size_t kLegendInside = 3;
+// Beyond this many curves the legend sits right of the axes: inside it would cover the curves
+// (a train/test pair fits in a corner; three long run names already cross the lines).
+constexpr size_t kLegendInside = 2;
 
 // The width of a legend beside the axes (0 when it goes inside).
 int side_legend_width(const Panel& p) {
@@ -73,7 +74,7 @@ void draw_panel(Canvas& c, int x0, int y0, int w, int h, const Panel& p) {
     const std::string s = fmt(t);
     c.text(int(X(t)) - Canvas::text_width(s) / 2, py1 + 8, s, kInk);
   }
-  c.text(x0 + (w - Canvas::text_width(p.xlabel)) / 2, py1 + 28, p.xlabel, kInk);
+  c.text((px0 + px1 - Canvas::text_width(p.xlabel)) / 2, py1 + 28, p.xlabel, kInk);
   c.line(px0, py0, px0, py1, kFrame);
   c.line(px0, py1, px1, py1, kFrame);
   c.line(px1, py0, px1, py1, kFrame);
