@@ -75,14 +75,13 @@ inline void expect_fd(const std::string& name, std::vector<double>& x,
   expect_fd(name, x, analytic, {}, loss);
 }
 
-// RAII: one thread for the scope (finite differences: thousands of tiny forwards, where threads
-// only add barriers).
-// The enclosing scope runs with n threads.
+// RAII: the enclosing scope runs with n threads.
 struct WithThreads {
   int saved = num_threads();
   explicit WithThreads(int n) { set_threads(n); }
   ~WithThreads() { set_threads(saved); }
 };
+// One thread (finite differences: thousands of tiny forwards, where threads only add barriers).
 struct OneThread : WithThreads {
   OneThread() : WithThreads(1) {}
 };

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 namespace gmlp {
 
@@ -39,6 +40,11 @@ class Rng {
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
   // Uniform integer in [0, n), n > 0 (Lemire's multiply-shift; bias < 2^-32 for our n).
   uint64_t below(uint64_t n) { return uint64_t((__uint128_t(next()) * n) >> 64); }
+  // Fisher-Yates: a uniformly random permutation of v in place.
+  template <class Vec>
+  void shuffle(Vec& v) {
+    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[below(i)]);
+  }
   // Standard normal (Box-Muller; one value per call keeps the state simple to save).
   double normal() {
     double u1 = uniform();

@@ -188,7 +188,7 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
     const auto t_epoch = std::chrono::steady_clock::now();
     Rng rng(epoch_seed(opt.seed, epoch));
     std::iota(order.begin(), order.end(), 0);
-    for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(uint64_t(i + 1))]);
+    rng.shuffle(order);
     StepResult total;
     double seconds = 0, lr = 0;
     for (int64_t s = 0; s < steps_per_epoch; ++s, ++step) {
@@ -366,8 +366,7 @@ TrainResult finetune(const LmOptions& options, bool resume) {
                train_set.size(), dev_set.size(), test_set.size());
   if (opt.train_limit > 0 && int64_t(train_set.size()) > opt.train_limit) {
     // The tasks come in book order: a subset must be drawn, not cut from the front.
-    Rng pick(opt.seed ^ 0x5eedULL);
-    for (size_t i = train_set.size() - 1; i > 0; --i) std::swap(train_set[i], train_set[pick.below(i + 1)]);
+    Rng(opt.seed ^ 0x5eedULL).shuffle(train_set);
     train_set.resize(size_t(opt.train_limit));
   }
   for (auto* set : {&dev_set, &test_set})

@@ -145,7 +145,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
     const auto t_epoch = std::chrono::steady_clock::now();
     Rng rng(epoch_seed(opt.seed, epoch));
     std::iota(order.begin(), order.end(), 0);
-    for (int i = n_train - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+    rng.shuffle(order);
     double loss_sum = 0, train_seconds = 0;
     int64_t correct = 0, seen = 0;
     double lr = 0;
