@@ -186,6 +186,13 @@ for name, a in pre.items():
 assert sliced >= 2, sliced  # the spatial W and its bias
 PY
 then ok "finetune --seq-len keeps the leading block of the length-sized tensors"; else bad "finetune --seq-len: $(tail -3 "$WORK/lm.log")"; fi
+if "$GMLP" viz --metrics "$WORK/lm_full/metrics.jsonl" "$WORK/lm_split/metrics.jsonl" --out "$WORK/vizlm" >"$WORK/vizlm.out" &&
+   "$GMLP" viz --metrics "$WORK/ft/metrics.jsonl" --out "$WORK/vizlm" >>"$WORK/vizlm.out" &&
+   [ "$(cat "$WORK/vizlm.out")" = "$WORK/vizlm/runs.png
+$WORK/vizlm/curves.png" ] && [ -s "$WORK/vizlm/runs.png" ] && [ -s "$WORK/vizlm/curves.png" ]
+then ok "viz draws two pretraining runs on shared axes and a finetuning run's curves"; else bad "viz of text runs: $(cat "$WORK/vizlm.out")"; fi
+expect_error "viz of runs with nothing in common" 1 "the runs share no metric" -- \
+  "$GMLP" viz --metrics "$WORK/lm_full/metrics.jsonl" "$WORK/full/metrics.jsonl" --out "$WORK/vizmix"
 expect_error "finetune longer than pretraining" 1 "expected --seq-len <= the pretraining length 32, found 64" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --seq-len 64 --out "$WORK/ft64"
 

@@ -2,8 +2,10 @@
 // saturated cell of tile n at token n; curves land inside their panel in their colour.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
+#include "core/error.h"
 #include "io/image.h"
 #include "viz/figures.h"
 
@@ -55,6 +57,42 @@ TEST(Viz, TrainingCurvesAreDrawnAndSaved) {
   const auto back = img::load_image(path, 3, c.height(), c.width());
   std::filesystem::remove(path);
   EXPECT_NEAR(back[0], 1.0f, 1e-6f);  // the white background, red channel, top-left
+}
+
+int count(const Canvas& c, Rgb color) {
+  int n = 0;
+  for (int y = 0; y < c.height(); ++y)
+    for (int x = 0; x < c.width(); ++x) n += same(c.at(x, y), color);
+  return n;
+}
+
+TEST(Viz, TrainingCurvesDrawEachSplitTheRowsHold) {
+  const Rgb train{33, 102, 172}, dev{27, 158, 119}, test{214, 96, 77};
+  std::vector<nlohmann::json> pretrain, finetune;  // pretraining logs train and dev; finetuning all three
+  for (int e = 1; e <= 4; ++e) {
+    pretrain.push_back({{"epoch", e}, {"train_acc", 0.1 * e}, {"dev_acc", 0.09 * e},
+                        {"train_loss", 6.0 / e}, {"dev_loss", 5.5 / e}, {"dev_ppl", std::exp(5.5 / e)}});
+    finetune.push_back(pretrain.back());
+    finetune.back()["test_acc"] = 0.08 * e;
+  }
+  const Canvas a = render_training_curves(pretrain, "pretrain"), b = render_training_curves(finetune, "finetune");
+  EXPECT_GT(count(a, train), 500);
+  EXPECT_GT(count(a, dev), 500);
+  EXPECT_EQ(count(a, test), 0);  // no test split: neither a curve nor a legend entry
+  EXPECT_GT(count(b, test), 300);
+}
+
+TEST(Viz, RunsShareTestAccuracyOrElseDevLoss) {
+  std::vector<std::pair<std::string, std::vector<nlohmann::json>>> runs(2);
+  for (int i = 0; i < 2; ++i) {
+    runs[i].first = "run-" + std::to_string(i);
+    for (int e = 1; e <= 3; ++e) runs[i].second.push_back({{"epoch", e}, {"dev_loss", 5.0 - e - i}});
+  }
+  const Canvas c = render_runs(runs, "pretraining");
+  EXPECT_GT(count(c, palette(0)), 100);
+  EXPECT_GT(count(c, palette(1)), 100);
+  runs[1].second = {{{"epoch", 1}, {"test_acc", 0.5}}};  // nothing in common with run-0
+  EXPECT_THROW(render_runs(runs, "mixed"), Error);
 }
 
 TEST(Viz, ManyCurvesGetTheirLegendBesideTheAxes) {

@@ -1,5 +1,5 @@
-// gmlp viz: pictures of a run — the learned spatial weights of chosen blocks, and the training
-// curves of a run folder — as PNG.
+// gmlp viz: pictures of runs — the learned spatial weights of chosen blocks, the training curves
+// of a run, and several runs on shared axes — as PNG.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,17 +10,41 @@
 #include "viz/figures.h"
 
 namespace gmlp::cli {
+namespace {
+
+// The rows of a run's metrics.jsonl, one JSON object with an "epoch" per line.
+std::vector<nlohmann::json> read_metrics(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("failed to read '", path, "': cannot open it");
+  std::vector<nlohmann::json> rows;
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("epoch"))
+      fail("failed to read '", path, "': line ", line_no, " is not a JSON object with an \"epoch\"");
+    rows.push_back(std::move(j));
+  }
+  if (rows.empty()) fail("failed to read '", path, "': no epochs in it");
+  return rows;
+}
+
+}  // namespace
 
 void add_viz(CLI::App& app) {
   struct Args {
-    std::string checkpoint, metrics, out = ".";
+    std::string checkpoint, out = ".";
+    std::vector<std::string> metrics;
     std::vector<int> blocks;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("viz", "Draw a checkpoint's spatial weights and a run's training curves as PNG");
   sub->add_option("--checkpoint", args->checkpoint, "Checkpoint: draws each chosen block's SGU spatial matrix W");
   sub->add_option("--blocks", args->blocks, "Blocks to draw (default: first, middle, last)")->delimiter(',');
-  sub->add_option("--metrics", args->metrics, "A run's metrics.jsonl: draws accuracy and loss against epoch");
+  sub->add_option("--metrics", args->metrics,
+                  "Runs' metrics.jsonl: one draws its accuracy and loss against epoch (curves.png); several "
+                  "draw their test accuracy, or dev loss when pretraining, on shared axes (runs.png)");
   sub->add_option("--out", args->out, "Folder for the PNG files")->capture_default_str();
   sub->callback([args] {
     if (args->checkpoint.empty() && args->metrics.empty())
@@ -53,22 +77,19 @@ void add_viz(CLI::App& app) {
         std::printf("%s\n", path.c_str());
       }
     }
-    if (!args->metrics.empty()) {
-      std::ifstream in(args->metrics);
-      if (!in) fail("failed to read '", args->metrics, "': cannot open it");
-      std::vector<nlohmann::json> rows;
-      int line_no = 0;
-      for (std::string line; std::getline(in, line);) {
-        ++line_no;
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        auto j = nlohmann::json::parse(line, nullptr, false);
-        if (!j.is_object() || !j.contains("epoch"))
-          fail("failed to read '", args->metrics, "': line ", line_no, " is not a JSON object with an \"epoch\"");
-        rows.push_back(std::move(j));
-      }
-      if (rows.empty()) fail("failed to read '", args->metrics, "': no epochs in it");
+    if (args->metrics.size() == 1) {
       const std::string path = out("curves.png");
-      viz::render_training_curves(rows, args->metrics).save_png(path);
+      viz::render_training_curves(read_metrics(args->metrics[0]), args->metrics[0]).save_png(path);
+      std::printf("%s\n", path.c_str());
+    } else if (args->metrics.size() > 1) {
+      // Each run is named by its folder: runs/lm/kjv-gmlp/metrics.jsonl is kjv-gmlp.
+      std::vector<std::pair<std::string, std::vector<nlohmann::json>>> runs;
+      for (const std::string& m : args->metrics) {
+        std::string name = std::filesystem::path(m).parent_path().filename().string();
+        runs.emplace_back(name.empty() ? m : name, read_metrics(m));
+      }
+      const std::string path = out("runs.png");
+      viz::render_runs(runs, "runs").save_png(path);
       std::printf("%s\n", path.c_str());
     }
   });

@@ -141,20 +141,45 @@ Rgb palette(int i) {  // Tableau 10
 }
 
 Canvas render_training_curves(const std::vector<nlohmann::json>& rows, const std::string& title) {
-  const Rgb train{33, 102, 172}, test{214, 96, 77};
-  Curve train_acc{"train", {}, {}, train}, test_acc{"test", {}, {}, test};
-  Curve train_loss{"train", {}, {}, train}, test_loss{"test", {}, {}, test};
-  for (const auto& r : rows) {
-    const double e = r.value("epoch", 0.0);
-    auto add = [&](Curve& cv, const char* key, double scale) {
-      if (r.contains(key) && r[key].is_number()) cv.x.push_back(e), cv.y.push_back(scale * r[key].get<double>());
-    };
-    add(train_acc, "train_acc", 100), add(test_acc, "test_acc", 100);
-    add(train_loss, "train_loss", 1), add(test_loss, "test_loss", 1);
+  // Image training logs train and test; pretraining train and dev; finetuning all three.
+  const std::pair<const char*, Rgb> splits[] = {
+      {"train", {33, 102, 172}}, {"dev", {27, 158, 119}}, {"test", {214, 96, 77}}};
+  Panel acc{"accuracy (%)", "epoch", {}}, loss{"loss", "epoch", {}};
+  for (const auto& [split, color] : splits) {
+    Curve a{split, {}, {}, color}, l{split, {}, {}, color};
+    const std::string acc_key = std::string(split) + "_acc", loss_key = std::string(split) + "_loss";
+    for (const auto& r : rows) {
+      const double e = r.value("epoch", 0.0);
+      if (r.contains(acc_key) && r[acc_key].is_number()) a.x.push_back(e), a.y.push_back(100 * r[acc_key].get<double>());
+      if (r.contains(loss_key) && r[loss_key].is_number()) l.x.push_back(e), l.y.push_back(r[loss_key].get<double>());
+    }
+    if (!a.x.empty()) acc.curves.push_back(std::move(a));
+    if (!l.x.empty()) loss.curves.push_back(std::move(l));
   }
-  return render_panels({{"accuracy (%)", "epoch", {train_acc, test_acc}},
-                        {"loss", "epoch", {train_loss, test_loss}}},
-                       title);
+  return render_panels({acc, loss}, title);
+}
+
+Canvas render_runs(const std::vector<std::pair<std::string, std::vector<nlohmann::json>>>& runs,
+                   const std::string& title) {
+  // The first of these that every run logs: a test accuracy (image training, finetuning), or
+  // the dev loss of pretraining (the log of the dev perplexity, which spans too much to read).
+  const std::pair<const char*, const char*> metrics[] = {
+      {"test_acc", "test accuracy (%)"}, {"dev_loss", "dev loss (ln perplexity)"}, {"dev_acc", "dev accuracy (%)"}};
+  for (const auto& [key, label] : metrics) {
+    Panel p{label, "epoch", {}};
+    for (size_t i = 0; i < runs.size(); ++i) {
+      Curve cv{runs[i].first, {}, {}, palette(int(i))};
+      for (const auto& r : runs[i].second)
+        if (r.contains(key) && r[key].is_number()) {
+          cv.x.push_back(r.value("epoch", 0.0));
+          cv.y.push_back((std::string(key).ends_with("_acc") ? 100 : 1) * r[key].get<double>());
+        }
+      if (cv.x.empty()) break;
+      p.curves.push_back(std::move(cv));
+    }
+    if (p.curves.size() == runs.size()) return render_panels({p}, title);
+  }
+  fail("the runs share no metric to draw: expected test_acc, dev_loss or dev_acc in every run's metrics.jsonl");
 }
 
 }  // namespace gmlp::viz

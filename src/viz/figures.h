@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "viz/canvas.h"
@@ -31,7 +32,13 @@ Canvas render_panels(const std::vector<Panel>& panels, const std::string& title,
 // A qualitative colour for series i (ten distinct hues, then they repeat).
 Rgb palette(int i);
 
-// Accuracy (train, test) and loss (train, test) against epoch, from metrics.jsonl rows.
+// Accuracy and loss against epoch, from metrics.jsonl rows: one curve per split the rows hold
+// (train, dev, test).
 Canvas render_training_curves(const std::vector<nlohmann::json>& rows, const std::string& title);
+
+// Several runs (name, metrics.jsonl rows) on shared axes, one curve each: test accuracy when
+// every run has it, else dev loss (pretraining), else dev accuracy; fails when none is shared.
+Canvas render_runs(const std::vector<std::pair<std::string, std::vector<nlohmann::json>>>& runs,
+                   const std::string& title);
 
 }  // namespace gmlp::viz
