@@ -69,6 +69,9 @@ text() {
   for g in multiplicative additive linear; do
     run pretrain "runs/lm/kjv-gmlp-$g" 5 --preset kjv-gmlp --set "gate=$g"
   done
+  "$G" viz --metrics runs/lm/kjv-{gmlp,amlp,bert,bert-rel}/metrics.jsonl --out runs/lm/models
+  "$G" viz --metrics runs/lm/kjv-gmlp{-linear,-additive,-multiplicative,}/metrics.jsonl --out runs/lm/gates
+  python3 scripts/text_tables.py --runs runs/lm | tee runs/lm/tables.md
 }
 
 parts=("$@")
