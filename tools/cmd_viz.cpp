@@ -7,31 +7,10 @@
 #include "commands.h"
 #include "core/error.h"
 #include "train/checkpoint.h"
+#include "train/run_files.h"
 #include "viz/figures.h"
 
 namespace gmlp::cli {
-namespace {
-
-// The rows of a run's metrics.jsonl, one JSON object with an "epoch" per line.
-std::vector<nlohmann::json> read_metrics(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("failed to read '", path, "': cannot open it");
-  std::vector<nlohmann::json> rows;
-  int line_no = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || !j.contains("epoch"))
-      fail("failed to read '", path, "': line ", line_no, " is not a JSON object with an \"epoch\"");
-    rows.push_back(std::move(j));
-  }
-  if (rows.empty()) fail("failed to read '", path, "': no epochs in it");
-  return rows;
-}
-
-}  // namespace
-
 void add_viz(CLI::App& app) {
   struct Args {
     std::string checkpoint, out = ".";
@@ -46,7 +25,13 @@ void add_viz(CLI::App& app) {
                   "Runs' metrics.jsonl: one draws its accuracy and loss against epoch (curves.png); several "
                   "draw their test accuracy, or dev loss when pretraining, on shared axes (runs.png)");
   sub->add_option("--out", args->out, "Folder for the PNG files")->capture_default_str();
-  sub->callback([args] {
+  // A run's rows, at least one.
+  auto metrics_of = [](const std::string& path) {
+    auto rows = read_metrics(path);
+    if (rows.empty()) fail("failed to read '", path, "': no epochs in it");
+    return rows;
+  };
+  sub->callback([args, metrics_of] {
     if (args->checkpoint.empty() && args->metrics.empty())
       throw CLI::ValidationError("viz", "give --checkpoint, --metrics, or both");
     std::error_code ec;
@@ -79,14 +64,14 @@ void add_viz(CLI::App& app) {
     }
     if (args->metrics.size() == 1) {
       const std::string path = out("curves.png");
-      viz::render_training_curves(read_metrics(args->metrics[0]), args->metrics[0]).save_png(path);
+      viz::render_training_curves(metrics_of(args->metrics[0]), args->metrics[0]).save_png(path);
       std::printf("%s\n", path.c_str());
     } else if (args->metrics.size() > 1) {
       // Each run is named by its folder: runs/lm/kjv-gmlp/metrics.jsonl is kjv-gmlp.
       std::vector<std::pair<std::string, std::vector<nlohmann::json>>> runs;
       for (const std::string& m : args->metrics) {
         std::string name = std::filesystem::path(m).parent_path().filename().string();
-        runs.emplace_back(name.empty() ? m : name, read_metrics(m));
+        runs.emplace_back(name.empty() ? m : name, metrics_of(m));
       }
       const std::string path = out("runs.png");
       viz::render_runs(runs, "runs").save_png(path);

@@ -56,15 +56,26 @@ RunState read_run_state(const RunFiles& files, std::vector<nlohmann::json>* metr
   }
   s.m = state.read_f32("adamw.m");
   s.v = state.read_f32("adamw.v");
-  if (metrics && fs::exists(files.metrics)) {
-    std::ifstream in(files.metrics);
-    for (std::string line; std::getline(in, line);) {
-      if (line.empty()) continue;
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.value("epoch", 0) <= s.epoch) metrics->push_back(j);
-    }
-  }
+  if (metrics && fs::exists(files.metrics))
+    for (auto& j : read_metrics(files.metrics))
+      if (j.value("epoch", 0) <= s.epoch) metrics->push_back(std::move(j));
   return s;
+}
+
+std::vector<nlohmann::json> read_metrics(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("failed to read '", path, "': cannot open it");
+  std::vector<nlohmann::json> rows;
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("epoch"))
+      fail("failed to read '", path, "': line ", line_no, " is not a JSON object with an \"epoch\"");
+    rows.push_back(std::move(j));
+  }
+  return rows;
 }
 
 }  // namespace gmlp

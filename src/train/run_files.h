@@ -40,4 +40,8 @@ void save_run_state(const RunFiles& files, AdamW<float>& opt, const RunState& st
 RunState read_run_state(const RunFiles& files, std::vector<nlohmann::json>* metrics);
 void restore_moments(const RunFiles& files, const RunState& state, AdamW<float>& opt);
 
+// The rows of a metrics.jsonl, one JSON object with an "epoch" per line (blank lines skipped).
+// Throws a one-line gmlp::Error naming the file and the line that is not one.
+std::vector<nlohmann::json> read_metrics(const std::string& path);
+
 }  // namespace gmlp
