@@ -60,15 +60,15 @@ text() {
   for p in kjv-gmlp kjv-amlp kjv-bert kjv-bert-rel; do
     run pretrain "runs/lm/$p" 5 --preset "$p"
   done
+  for g in multiplicative additive linear; do
+    run pretrain "runs/lm/kjv-gmlp-$g" 5 --preset kjv-gmlp --set "gate=$g"
+  done
   for p in kjv-gmlp kjv-amlp kjv-bert kjv-bert-rel; do
     for t in ot-nt genre; do
       run finetune "runs/lm/$p-$t" 3 --init "runs/lm/$p/checkpoint.safetensors" --task "$t" --seq-len 64
     done
     run finetune "runs/lm/$p-next-verse" 1 --init "runs/lm/$p/checkpoint.safetensors" \
       --task next-verse --train-limit 24000
-  done
-  for g in multiplicative additive linear; do
-    run pretrain "runs/lm/kjv-gmlp-$g" 5 --preset kjv-gmlp --set "gate=$g"
   done
   "$G" viz --metrics runs/lm/kjv-{gmlp,amlp,bert,bert-rel}/metrics.jsonl --out runs/lm/models
   "$G" viz --metrics runs/lm/kjv-gmlp{-linear,-additive,-multiplicative,}/metrics.jsonl --out runs/lm/gates
