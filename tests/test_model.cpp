@@ -4,6 +4,7 @@
 // vs its rows one at a time, the inference plan, save → load).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -286,7 +287,10 @@ TEST_P(Invariance, SaveLoadGivesIdenticalLogits) {
   auto& [mp, m, images, labels] = rc;
   const float* lg = m.forward(images.data(), B);
   const std::vector<float> before(lg, lg + B * K);
-  const std::string path = ::testing::TempDir() + "gmlp_save_load.safetensors";
+  // One file per model: ctest runs these tests in parallel processes.
+  std::string name = GetParam();
+  std::replace(name.begin(), name.end(), ':', '_');
+  const std::string path = ::testing::TempDir() + "gmlp_save_load_" + name + ".safetensors";
   save_checkpoint(path, m, data::Normalization{{0.25f}, {0.75f}}, {"a", "b"});
   Checkpoint ck = load_checkpoint(path);
   std::filesystem::remove(path);
