@@ -167,12 +167,13 @@ Canvas render_runs(const std::vector<std::pair<std::string, std::vector<nlohmann
       {"test_acc", "test accuracy (%)"}, {"dev_loss", "dev loss (ln perplexity)"}, {"dev_acc", "dev accuracy (%)"}};
   for (const auto& [key, label] : metrics) {
     Panel p{label, "epoch", {}};
+    const double scale = std::string(key).ends_with("_acc") ? 100 : 1;
     for (size_t i = 0; i < runs.size(); ++i) {
       Curve cv{runs[i].first, {}, {}, palette(int(i))};
       for (const auto& r : runs[i].second)
         if (r.contains(key) && r[key].is_number()) {
           cv.x.push_back(r.value("epoch", 0.0));
-          cv.y.push_back((std::string(key).ends_with("_acc") ? 100 : 1) * r[key].get<double>());
+          cv.y.push_back(scale * r[key].get<double>());
         }
       if (cv.x.empty()) break;
       p.curves.push_back(std::move(cv));
