@@ -163,12 +163,22 @@ out=$("$GMLP" fill-mask --checkpoint "$LMCK" --top 3 "And God said, Let there be
 expect_error "fill-mask without a mask" 1 "no \[MASK\]" -- "$GMLP" fill-mask --checkpoint "$LMCK" "no mask here"
 expect_error "fill-mask on an image checkpoint" 1 "metadata 'tokenizer' is missing" -- "$GMLP" fill-mask --checkpoint "$CK" "a [MASK]"
 if "$GMLP" finetune --init "$LMCK" --task next-verse --epochs 1 --train-limit 64 --eval-limit 64 --batch-size 8 \
-     --threads 2 --out "$WORK/ft" >/dev/null 2>>"$WORK/lm.log" && python3 - "$WORK/ft/metrics.jsonl" <<'PY'
+     --threads 2 --out "$WORK/ft" >/dev/null 2>>"$WORK/lm.log" && python3 - "$WORK/ft" <<'PY'
 import json, sys
-r = [json.loads(l) for l in open(sys.argv[1])][-1]
+from safetensors import safe_open
+r = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")][-1]
 assert r["task"] == "next-verse" and 0 <= r["dev_acc"] <= 1 and 0 <= r["test_acc"] <= 1, r
+with safe_open(sys.argv[1] + "/checkpoint.safetensors", "np") as f:  # a pair task: segments on
+    assert json.loads(f.metadata()["config"])["segments"] and "segment_embed.weight" in f.keys()
 PY
-then ok "finetune from the pretrained checkpoint writes dev and test accuracy"; else bad "finetune: $(tail -3 "$WORK/lm.log")"; fi
+then ok "finetune from the pretrained checkpoint writes dev and test accuracy, with segment embeddings for pairs"; else bad "finetune: $(tail -3 "$WORK/lm.log")"; fi
+out=$("$GMLP" info --checkpoint "$WORK/ft/checkpoint.safetensors" --json)
+echo "$out" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+assert j["config"]["model"] == "gmlp" and j["config"]["num_classes"] == 2 and j["tokens"] == 32, j
+assert j["params"] > 0 and j["flops_per_sequence"] > 0, j' && ok "info reads a text checkpoint" || bad "info on a text checkpoint: $out"
+[ "$("$GMLP" info --preset kjv-gmlp | grep -c '^params  *3706688$')" -eq 1 ] && ok "info --preset names a text preset's size" || bad "info --preset kjv-gmlp: $("$GMLP" info --preset kjv-gmlp 2>&1)"
 # At a shorter length, with a zero learning rate the weights stay as loaded: every tensor equals
 # the pretrained one, or its leading block where an axis was the pretraining length (32 → 16).
 if "$GMLP" finetune --init "$LMCK" --task ot-nt --seq-len 16 --lr 0 --min-lr 0 --epochs 1 --train-limit 32 --eval-limit 32 \
@@ -184,6 +194,7 @@ for name, a in pre.items():
     sliced += a.shape != b.shape
     assert (a[tuple(slice(0, n) for n in b.shape)] == b).all(), name
 assert sliced >= 2, sliced  # the spatial W and its bias
+assert "segment_embed.weight" not in ft  # one verse: no segments
 PY
 then ok "finetune --seq-len keeps the leading block of the length-sized tensors"; else bad "finetune --seq-len: $(tail -3 "$WORK/lm.log")"; fi
 if "$GMLP" viz --metrics "$WORK/lm_full/metrics.jsonl" "$WORK/lm_split/metrics.jsonl" --out "$WORK/vizlm" >"$WORK/vizlm.out" &&

@@ -23,11 +23,19 @@ namespace {
 
 using test::close;
 
-const std::vector<std::string> kTextKinds = {"gmlp", "amlp", "bert", "bert_rel"};
+// A model kind, or one with "_seg": the same with segment embeddings.
+const std::vector<std::string> kTextKinds = {"gmlp", "amlp", "bert", "bert_rel", "gmlp_seg", "bert_seg"};
+
+void set_kind(TextConfig& c, const std::string& kind) {
+  const std::string seg = "_seg";
+  c.segments = kind.size() > seg.size() && kind.compare(kind.size() - seg.size(), seg.size(), seg) == 0;
+  c.model = c.segments ? kind.substr(0, kind.size() - seg.size()) : kind;
+}
 
 TextConfig tiny_text(const std::string& kind) {
   TextConfig c;
-  c.model = kind, c.vocab_size = 13, c.seq_len = 5, c.depth = 2, c.dim = 6, c.ffn = 8;
+  set_kind(c, kind);
+  c.vocab_size = 13, c.seq_len = 5, c.depth = 2, c.dim = 6, c.ffn = 8;
   c.heads = 2, c.attn_dim = 3, c.num_classes = 3, c.rel_buckets = 6, c.rel_max_distance = 8;
   return c;
 }
@@ -61,6 +69,7 @@ TEST_P(TextKind, EveryGradientMatchesFiniteDifferences) {
   const int64_t B = 2, N = m.config().seq_len, V = m.config().vocab_size, K = m.config().num_classes;
   std::vector<int32_t> ids(B * N);
   for (auto& id : ids) id = int32_t(1 + rng.below(uint64_t(V - 1)));
+  ids[1] = ids[N + 2] = text::Tokenizer::kSep;  // two segments in each row
   ids[N - 1] = ids[2 * N - 1] = 0;  // a [PAD] at the end of each row (masked in attention)
   const std::vector<int64_t> positions = {0, 3, 6, 9};
   const std::vector<int32_t> labels = {5, 1, 12, 7}, cls_labels = {2, 0};
@@ -189,7 +198,8 @@ struct TextCase {
   TextCase(const std::string& kind, int64_t batch, uint64_t seed, int vocab = 50)
       : m([&] {
           TextConfig c;
-          c.model = kind, c.vocab_size = vocab, c.seq_len = 24, c.depth = 2, c.dim = 32, c.ffn = 64;
+          set_kind(c, kind);
+          c.vocab_size = vocab, c.seq_len = 24, c.depth = 2, c.dim = 32, c.ffn = 64;
           c.heads = 4, c.attn_dim = 8, c.num_classes = 3;
           return c;
         }()),
@@ -199,6 +209,7 @@ struct TextCase {
     const int64_t N = m.config().seq_len;
     ids.resize(size_t(B * N));
     for (int64_t i = 0; i < B * N; ++i) ids[i] = (i % N) >= N - 3 ? 0 : int32_t(1 + rng.below(uint64_t(vocab - 1)));
+    for (int64_t b = 0; b < B; ++b) ids[b * N + N / 2 - b % 3] = text::Tokenizer::kSep;  // two segments
     m.plan(B);
   }
   // Classification logits and every gradient of the MLM loss at a fixed set of positions.

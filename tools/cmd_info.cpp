@@ -3,11 +3,59 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "nn/text_model.h"
 #include "core/error.h"
+#include "io/safetensors.h"
+#include "nn/text_model.h"
+#include "text/tokenizer.h"
 #include "train/checkpoint.h"
+#include "train/lm_trainer.h"
 
 namespace gmlp::cli {
+
+namespace {
+
+void print_tensors(const std::vector<ParamInfo>& params) {
+  for (const ParamInfo& p : params) {
+    std::printf("  %-45s [", p.name.c_str());
+    for (size_t i = 0; i < p.shape.size(); ++i) std::printf("%s%ld", i ? ", " : "", long(p.shape[i]));
+    std::printf("]\n");
+  }
+}
+
+// A text model (a kjv-* preset, or a checkpoint of gmlp pretrain or finetune, which carries its
+// tokenizer): FLOPs are per sequence of seq_len tokens, the heads excluded.
+void print_text_info(const TextConfig& cfg, bool json, bool tensors) {
+  const TextModel<float> model(cfg);
+  if (json) {
+    nlohmann::json j = {{"params", model.num_trainable()},
+                        {"flops_per_sequence", model.flops_per_sequence()},
+                        {"tokens", cfg.seq_len},
+                        {"config", cfg.to_json()}};
+    if (tensors)
+      for (const ParamInfo& p : model.params()) j["tensors"][p.name] = p.shape;
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("model            %s (text), vocabulary %d, %d tokens, %s\n", cfg.model.c_str(),
+              cfg.vocab_size, cfg.seq_len,
+              cfg.num_classes > 0 ? (std::to_string(cfg.num_classes) + " classes").c_str() : "MLM head");
+  std::printf("config           %s\n", cfg.to_json().dump().c_str());
+  std::printf("params           %ld\n", long(model.num_trainable()));
+  std::printf("flops per seq    %.4g (encoder forward, 2 per multiply-add)\n", model.flops_per_sequence());
+  if (tensors) print_tensors(model.params());
+}
+
+bool is_text_checkpoint(const std::string& path) {
+  return st::File::open(path).metadata().count("tokenizer") > 0;
+}
+
+bool is_text_preset(const std::string& name) {
+  for (const TextPreset& p : text_presets())
+    if (p.name == name) return true;
+  return false;
+}
+
+}  // namespace
 
 void add_info(CLI::App& app) {
   struct Args {
@@ -31,6 +79,12 @@ void add_info(CLI::App& app) {
     }
     if (args->preset.empty() == args->checkpoint.empty())
       throw CLI::ValidationError("info", "give exactly one of --preset or --checkpoint");
+    if (args->preset.empty() ? is_text_checkpoint(args->checkpoint) : is_text_preset(args->preset)) {
+      print_text_info(args->preset.empty() ? load_text_checkpoint(args->checkpoint).config
+                                           : find_text_preset(args->preset).config,
+                      args->json, args->tensors);
+      return;
+    }
     ModelConfig cfg = args->preset.empty() ? load_checkpoint(args->checkpoint).config
                                           : find_preset(args->preset).config;
     const auto model_ptr = make_model<float>(cfg);
@@ -55,12 +109,7 @@ void add_info(CLI::App& app) {
       std::printf("buffers          %ld (BatchNorm running statistics)\n",
                   long(model.num_params() - model.num_trainable()));
     std::printf("flops per image  %.4g (forward, 2 per multiply-add)\n", model.flops_per_image());
-    if (args->tensors)
-      for (const ParamInfo& p : model.params()) {
-        std::printf("  %-45s [", p.name.c_str());
-        for (size_t i = 0; i < p.shape.size(); ++i) std::printf("%s%ld", i ? ", " : "", long(p.shape[i]));
-        std::printf("]\n");
-      }
+    if (args->tensors) print_tensors(model.params());
   });
 }
 

@@ -128,6 +128,10 @@ void add_text(CLI::App& app) {
     sub->add_option("--seq-len", f->opt.seq_len,
                     "Finetune at a shorter length than pretraining: length-sized tensors keep their "
                     "leading block (0: the pretrained length)")->capture_default_str();
+    sub->add_option("--segments", f->opt.segments,
+                    "Segment (token-type) embeddings, BERT's marker of a pair's second segment: "
+                    "auto (on for next-verse), on, off")
+        ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
     add_lm_flags(*sub, *f);
     f->lr->description("Peak learning rate")->capture_default_str();
     f->epochs->description("Epochs")->capture_default_str();

@@ -9,6 +9,7 @@
 #include "ops/cross_entropy.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
+#include "text/tokenizer.h"
 
 #define GMLP_PROFILE(name) const ::gmlp::profile::Scope gmlp_profile_scope(name)
 
@@ -44,7 +45,7 @@ void TextConfig::validate() const {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextConfig, model, vocab_size, seq_len, depth, dim,
                                                 ffn, heads, attn_dim, gate, num_classes, pad_mask,
-                                                rel_buckets, rel_max_distance, drop_path, ln_eps,
+                                                segments, rel_buckets, rel_max_distance, drop_path, ln_eps,
                                                 gate_eps)
 
 nlohmann::json TextConfig::to_json() const { return *this; }
@@ -97,6 +98,7 @@ TextModel<T>::TextModel(const TextConfig& config) : cfg_(config) {
   const InitStyle style = attention ? InitStyle::vit : InitStyle::mixer;
   embed_ = t.add("embed.weight", {V, D}, true);
   if (c.model == "bert") pos_ = t.add("pos_embed", {1, N, D}, false);
+  if (c.segments) seg_ = t.add("segment_embed.weight", {2, D}, true);
   if (c.model == "bert_rel") {
     rel_ = t.add("rel_bias.weight", {c.rel_buckets, c.heads}, true);
     buckets_.resize(size_t(N * N));
@@ -143,6 +145,9 @@ void TextModel<T>::init(Rng& rng) {
   const int64_t V = cfg_.vocab_size, N = cfg_.seq_len, D = cfg_.dim;
   init::trunc_normal(w + embed_, V * D, 0.02, rng);  // BERT: N(0, 0.02)
   if (pos_ >= 0) init::trunc_normal(w + pos_, N * D, 0.02, rng);
+  // Zero, not BERT's N(0, 0.02): segments are added at finetuning, and a zero embedding leaves
+  // the pretrained model's function as it was until the task's gradient moves it.
+  if (seg_ >= 0) init::fill(w + seg_, 2 * D, T(0));
   if (rel_ >= 0) init::trunc_normal(w + rel_, int64_t(cfg_.rel_buckets) * cfg_.heads, 0.02, rng);
   for (const auto& layer : layers_) layer->init(w, rng);
   init::fill(w + norm_w_, D, T(1));
@@ -173,6 +178,7 @@ void TextModel<T>::lay_out(Arena<T>& a, int64_t B) {
   }
   for (const auto& layer : layers_) layer->lay_out(a, B);
   ids_.assign(size_t(M), 0);
+  segs_.assign(seg_ >= 0 ? size_t(M) : 0, 0);
 }
 
 template <class T>
@@ -188,6 +194,14 @@ const T* TextModel<T>::encode(const int32_t* ids, int64_t B, Rng* rng) {
     if (ids[i] < 0 || ids[i] >= V)
       fail("token id ", ids[i], " at position ", i, " is outside the vocabulary of ", V);
   std::copy(ids, ids + M, ids_.begin());
+  if (seg_ >= 0)
+    for (int64_t b = 0; b < B; ++b) {
+      uint8_t s = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        segs_[b * N + n] = s;
+        if (ids[b * N + n] == text::Tokenizer::kSep) s = 1;
+      }
+    }
   {
     GMLP_PROFILE("fwd.embed");
     T* x0 = stream(0);
@@ -196,7 +210,8 @@ const T* TextModel<T>::encode(const int32_t* ids, int64_t B, Rng* rng) {
       const int64_t n = r / B, b = r % B;
       const T* e = w + embed_ + int64_t(ids[b * N + n]) * D;
       const T* p = pos_ >= 0 ? w + pos_ + n * D : nullptr;
-      for (int64_t d = 0; d < D; ++d) x0[r * D + d] = e[d] + (p ? p[d] : T(0));
+      const T* s = seg_ >= 0 ? w + seg_ + int64_t(segs_[b * N + n]) * D : nullptr;
+      for (int64_t d = 0; d < D; ++d) x0[r * D + d] = e[d] + (p ? p[d] : T(0)) + (s ? s[d] : T(0));
     }
   }
   if (rel_ >= 0) {
@@ -314,9 +329,11 @@ void TextModel<T>::backward_encoder() {
     const int64_t n = r / B, b = r % B;
     T* ge = g + embed_ + int64_t(ids_[b * N + n]) * D;
     T* gp = pos_ >= 0 ? g + pos_ + n * D : nullptr;
+    T* gs = seg_ >= 0 ? g + seg_ + int64_t(segs_[b * N + n]) * D : nullptr;
     for (int64_t d = 0; d < D; ++d) {
       ge[d] += dX_[r * D + d];
       if (gp) gp[d] += dX_[r * D + d];
+      if (gs) gs[d] += dX_[r * D + d];
     }
   }
 }

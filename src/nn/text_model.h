@@ -5,6 +5,8 @@
 // LayerNorm, and two heads on the last layer:
 //   MLM              logits = h · Eᵀ + b, the output projection tied to the token embedding E
 //   classification   logits = W · h_[CLS] + c, from the first token's representation
+// With `segments`, every model adds BERT's segment embedding to the tokens': row 0 up to and
+// including the first [SEP] of a sequence, row 1 after it ("[CLS] A [SEP] B [SEP]" marks B).
 // Activations are token-major (N, B, D) as everywhere; ids are (B, N) row-major as stored.
 #pragma once
 
@@ -31,6 +33,7 @@ struct TextConfig {
   std::string gate = "split";  // gmlp/amlp gating: split, multiplicative, additive, linear
   int num_classes = 0;         // > 0: a classification head on [CLS]
   bool pad_mask = true;        // bert, bert_rel: attention ignores [PAD] keys (id 0); gMLP has none
+  bool segments = false;       // BERT's segment (token-type) embedding: 0 up to the first [SEP], 1 after
   int rel_buckets = 32;        // bert_rel: T5 bidirectional buckets ...
   int rel_max_distance = 128;  // ... and the distance where the log-spaced buckets end
   double drop_path = 0;
@@ -100,10 +103,11 @@ class TextModel final : public ParamModel<T> {
   std::vector<std::unique_ptr<Residual<T>>> layers_;
   SharedScoreBias<T> score_bias_;
   std::vector<int32_t> buckets_;  // bert_rel: (N, N) bucket of each (query, key)
-  int64_t embed_ = 0, pos_ = -1, rel_ = -1, norm_w_ = 0, norm_b_ = 0, mlm_b_ = 0;
+  int64_t embed_ = 0, pos_ = -1, seg_ = -1, rel_ = -1, norm_w_ = 0, norm_b_ = 0, mlm_b_ = 0;
   int64_t cls_w_ = -1, cls_b_ = -1;
 
   std::vector<int32_t> ids_;  // the last encode's ids, for the embedding's backward
+  std::vector<uint8_t> segs_;  // with segments: the last encode's segment of each (b, n)
   std::vector<T> probs_;      // the MLM head's softmax, one chunk
   T *xf_ = nullptr, *meanf_ = nullptr, *rstdf_ = nullptr, *logits_ = nullptr, *rows_ = nullptr;
   T *cls_logits_ = nullptr, *bias_buf_ = nullptr, *dbias_buf_ = nullptr, *key_bias_ = nullptr;

@@ -41,6 +41,8 @@ Task parse_task(std::string_view name) {
 
 int num_classes(Task t) { return t == Task::genre ? kNumGenres : 2; }
 
+bool is_pair(Task t) { return t == Task::next_verse; }
+
 std::vector<std::string> class_names(Task t) {
   switch (t) {
     case Task::ot_nt:

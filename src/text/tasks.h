@@ -26,6 +26,7 @@ enum class Task { ot_nt, genre, next_verse };
 const char* task_name(Task t);           // "ot-nt", "genre", "next-verse"
 Task parse_task(std::string_view name);  // throws gmlp::Error naming the accepted names
 int num_classes(Task t);                 // 2, 7, 2
+bool is_pair(Task t);                    // next-verse: "[CLS] a [SEP] b [SEP]"
 std::vector<std::string> class_names(Task t);
 
 // "[CLS] a [SEP]" with a cut to seq_len - 2 ids, then [PAD] up to seq_len (>= 3).

@@ -28,7 +28,8 @@ using text::Tokenizer;
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, vocab_size, epochs,
                                                 batch_size, lr, min_lr, warmup_epochs,
                                                 weight_decay, clip_norm, mask_prob, seed,
-                                                train_limit, eval_limit, seq_len, precision)
+                                                train_limit, eval_limit, seq_len, precision,
+                                                segments)
 
 nlohmann::json LmOptions::to_json() const { return *this; }
 LmOptions LmOptions::from_json(const nlohmann::json& j) { return j.get<LmOptions>(); }
@@ -332,7 +333,14 @@ TrainResult finetune(const LmOptions& options, bool resume) {
     if (opt.init.empty()) fail("finetune needs --init, the pretrained checkpoint");
     TextCheckpoint pre = load_text_checkpoint(opt.init);
     ck.config = pre.config;
-    ck.config.num_classes = text::num_classes(text::parse_task(opt.task));
+    const text::Task task = text::parse_task(opt.task);
+    ck.config.num_classes = text::num_classes(task);
+    // BERT marks a pair's second segment with an embedding of its own; a pretrained checkpoint
+    // without one gets it here, at zero, so finetuning starts from the pretrained function.
+    if (opt.segments == "on" || (opt.segments == "auto" && text::is_pair(task)))
+      ck.config.segments = true;
+    else if (opt.segments != "auto" && opt.segments != "off")
+      fail("unknown --segments '", opt.segments, "': expected auto, on or off");
     const int64_t n0 = pre.config.seq_len;
     if (opt.seq_len > n0)
       fail("failed to finetune from '", opt.init, "': expected --seq-len <= the pretraining length ",
@@ -343,6 +351,7 @@ TrainResult finetune(const LmOptions& options, bool resume) {
     Rng init_rng(opt.seed);
     ck.model->init(init_rng);  // the new head; everything else comes from the pretrained model
     for (const ParamInfo& p : pre.model->params()) {
+      if (p.name == "segment_embed.weight" && !ck.config.segments) continue;  // --segments off
       const ParamInfo& q = ck.model->param(p.name);
       // At a shorter length every length-sized axis (gMLP's spatial W and bias, BERT's
       // positions) keeps its leading block: the first n1 tokens see what they saw in pretraining.

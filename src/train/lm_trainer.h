@@ -43,6 +43,7 @@ struct LmOptions {
   int seq_len = 0;               // finetune: a shorter length than pretraining's (0: the same)
   int eval_limit = 0;            // evaluate on the first N dev/test sequences/examples (0: all)
   std::string precision = "f32";
+  std::string segments = "auto";  // finetune: segment embeddings on, off, or auto (on for pairs)
 
   nlohmann::json to_json() const;
   static LmOptions from_json(const nlohmann::json& j);

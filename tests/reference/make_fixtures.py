@@ -139,8 +139,9 @@ def make_case(name, case, out_dir):
 
 TEXT_TINY = dict(vocab_size=23, seq_len=6, depth=2, dim=8, ffn=16, heads=2, attn_dim=4,
                  num_classes=3, rel_buckets=8, rel_max_distance=16)
-TEXT_CASES = {f"text_{k}": dict(config=dict(TEXT_TINY, model=k), batch=3, seed=50 + i)
-              for i, k in enumerate(["gmlp", "amlp", "bert", "bert_rel"])}
+TEXT_CASES = {f"text_{k}": dict(config=dict(TEXT_TINY, model=k.removesuffix("_seg"),
+                                             segments=k.endswith("_seg")), batch=3, seed=50 + i)
+              for i, k in enumerate(["gmlp", "amlp", "bert", "bert_rel", "gmlp_seg", "bert_seg"])}
 
 
 def make_text_case(name, case, out_dir):
@@ -159,6 +160,7 @@ def make_text_case(name, case, out_dir):
     model = model.double()
     N, V, K = cfg["seq_len"], cfg["vocab_size"], cfg["num_classes"]
     ids = torch.randint(1, V, (B, N), generator=gen)
+    ids[:, 2] = text_models.SEP  # "[CLS] a [SEP] b": segment 1 from position 3 on
     ids[:, -2:] = 0  # [PAD] at the end, as packing and the tasks leave it (masked in attention)
     positions = torch.nonzero(torch.rand(B * N, generator=gen) < 0.4).flatten()
     if positions.numel() == 0:

@@ -2,6 +2,8 @@
 parameter names: gMLP and aMLP over token embeddings (no positions), and the pre-LayerNorm
 BERT-style Transformer with learned absolute positions ("bert") or T5 relative position biases
 ("bert_rel"), whose attention ignores [PAD] (id 0) keys. MLM logits use the token embedding as the output projection (tied), plus a bias.
+With segments=True any of them adds BERT's segment (token-type) embedding: row 0 up to and
+including a sequence's first [SEP] (id 3), row 1 after it.
 
     import sys; sys.path.insert(0, 'tests/reference'); import text_models
     net = text_models.build({"model": "bert_rel", "vocab_size": 100, "seq_len": 16, "depth": 2,
@@ -15,8 +17,10 @@ from timm.layers import Mlp
 
 import models
 
+SEP = 3  # the tokenizer's reserved ids: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4
+
 DEFAULTS = dict(model="gmlp", vocab_size=8000, seq_len=128, depth=4, dim=256, ffn=1024, heads=4,
-                attn_dim=64, gate="split", num_classes=0, pad_mask=True, rel_buckets=32,
+                attn_dim=64, gate="split", num_classes=0, pad_mask=True, segments=False, rel_buckets=32,
                 rel_max_distance=128,
                 drop_path=0.0, ln_eps=1e-6, gate_eps=1e-5)
 
@@ -84,6 +88,8 @@ class TextModel(nn.Module):
         self.kind = c["model"]
         if self.kind == "bert":
             self.pos_embed = nn.Parameter(torch.zeros(1, N, D))
+        if c["segments"]:
+            self.segment_embed = nn.Embedding(2, D)
         if self.kind == "bert_rel":
             self.rel_bias = nn.Embedding(c["rel_buckets"], c["heads"])
             b = [[t5_bucket(j - i, c["rel_buckets"], c["rel_max_distance"]) for j in range(N)]
@@ -106,6 +112,9 @@ class TextModel(nn.Module):
         x = self.embed(ids)
         if self.kind == "bert":
             x = x + self.pos_embed
+        if self.c["segments"]:  # 1 where a [SEP] came strictly before
+            sep = (ids == SEP).long()
+            x = x + self.segment_embed(((sep.cumsum(dim=1) - sep) > 0).long())
         bias = self.rel_bias(self.buckets).permute(2, 0, 1) if self.kind == "bert_rel" else None
         if self.kind in ("gmlp", "amlp"):
             for block in self.blocks:
