@@ -77,6 +77,8 @@ def main():
         accs = [finetune_cell(args.runs / f"{preset}-{t}") for t in TASKS]
         print(f"| {name} (`{preset}`) | {fmt_params(params(args.runs / preset))} | {ppl} | {minutes} | "
               + " | ".join(accs) + " |")
+    if not any((args.runs / run).is_dir() for _, run in GATES if run != "kjv-gmlp"):
+        return  # a study without the gating ablation (experiments.sh text-long)
     print()
     print("| gate | params | dev perplexity |")
     print("|---|---:|---:|")
