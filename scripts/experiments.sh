@@ -51,6 +51,16 @@ best() {
   run train runs/best-s60 60 --preset fmnist-s --random-erase 0.25
 }
 
+# finetune_tasks DIR PRESET: the three KJV tasks from DIR/PRESET's pretrained checkpoint.
+finetune_tasks() {
+  local dir=$1 p=$2 t
+  for t in ot-nt genre; do
+    run finetune "$dir/$p-$t" 3 --init "$dir/$p/checkpoint.safetensors" --task "$t" --seq-len 64
+  done
+  run finetune "$dir/$p-next-verse" 1 --init "$dir/$p/checkpoint.safetensors" \
+    --task next-verse --train-limit 24000
+}
+
 # Issue 5: pretraining, finetuning on the three KJV tasks, and the gating ablation by
 # perplexity (split is kjv-gmlp). Finetuning at finetune's default learning rate (peak 2e-3
 # after a tenth of an epoch): single verses 3 epochs at 64 tokens on all 24,815 training verses,
@@ -64,11 +74,7 @@ text() {
     run pretrain "runs/lm/kjv-gmlp-$g" 5 --preset kjv-gmlp --set "gate=$g"
   done
   for p in kjv-gmlp kjv-amlp kjv-bert kjv-bert-rel; do
-    for t in ot-nt genre; do
-      run finetune "runs/lm/$p-$t" 3 --init "runs/lm/$p/checkpoint.safetensors" --task "$t" --seq-len 64
-    done
-    run finetune "runs/lm/$p-next-verse" 1 --init "runs/lm/$p/checkpoint.safetensors" \
-      --task next-verse --train-limit 24000
+    finetune_tasks runs/lm "$p"
   done
   "$G" viz --metrics runs/lm/kjv-{gmlp,amlp,bert,bert-rel}/metrics.jsonl --out runs/lm/models
   "$G" viz --metrics runs/lm/kjv-gmlp{-linear,-additive,-multiplicative,}/metrics.jsonl --out runs/lm/gates
@@ -79,14 +85,10 @@ text() {
 # about 24M tokens; some 45 minutes a model here), each finetuned as in `text` as soon as its
 # pretraining ends, so that a session that stops part-way leaves whole rows.
 text_long() {
-  local p t
+  local p
   for p in kjv-gmlp kjv-amlp kjv-bert kjv-bert-rel; do
     run pretrain "runs/lm30/$p" 30 --preset "$p"
-    for t in ot-nt genre; do
-      run finetune "runs/lm30/$p-$t" 3 --init "runs/lm30/$p/checkpoint.safetensors" --task "$t" --seq-len 64
-    done
-    run finetune "runs/lm30/$p-next-verse" 1 --init "runs/lm30/$p/checkpoint.safetensors" \
-      --task next-verse --train-limit 24000
+    finetune_tasks runs/lm30 "$p"
   done
   "$G" viz --metrics runs/lm30/kjv-{gmlp,amlp,bert,bert-rel}/metrics.jsonl --out runs/lm30/models
   python3 scripts/text_tables.py --runs runs/lm30 | tee runs/lm30/tables.md
