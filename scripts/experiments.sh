@@ -66,7 +66,7 @@ finetune_tasks() {
 # after a tenth of an epoch): single verses 3 epochs at 64 tokens on all 24,815 training verses,
 # pairs 1 epoch at 128 tokens on 24,000 of the 47,726 training pairs.
 text() {
-  local p t g
+  local p g
   for p in kjv-gmlp kjv-amlp kjv-bert kjv-bert-rel; do
     run pretrain "runs/lm/$p" 5 --preset "$p"
   done
