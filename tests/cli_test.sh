@@ -172,6 +172,16 @@ with safe_open(sys.argv[1] + "/checkpoint.safetensors", "np") as f:  # a pair ta
     assert json.loads(f.metadata()["config"])["segments"] and "segment_embed.weight" in f.keys()
 PY
 then ok "finetune from the pretrained checkpoint writes dev and test accuracy, with segment embeddings for pairs"; else bad "finetune: $(tail -3 "$WORK/lm.log")"; fi
+# --segments off drops them even from a checkpoint that has them (the pair model just written).
+if "$GMLP" finetune --init "$WORK/ft/checkpoint.safetensors" --task next-verse --segments off --epochs 1 \
+     --train-limit 16 --eval-limit 16 --batch-size 8 --threads 2 --out "$WORK/ftoff" >/dev/null 2>>"$WORK/lm.log" &&
+   python3 -c '
+import json, sys
+from safetensors import safe_open
+with safe_open(sys.argv[1], "np") as f:
+    assert not json.loads(f.metadata()["config"])["segments"] and "segment_embed.weight" not in f.keys()' \
+     "$WORK/ftoff/checkpoint.safetensors"
+then ok "finetune --segments off drops the segment embedding"; else bad "finetune --segments off: $(tail -3 "$WORK/lm.log")"; fi
 out=$("$GMLP" info --checkpoint "$WORK/ft/checkpoint.safetensors" --json)
 echo "$out" | python3 -c '
 import json, sys

@@ -6,7 +6,6 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "nn/text_model.h"
-#include "text/tokenizer.h"
 #include "train/checkpoint.h"
 #include "train/lm_trainer.h"
 

@@ -337,9 +337,11 @@ TrainResult finetune(const LmOptions& options, bool resume) {
     ck.config.num_classes = text::num_classes(task);
     // BERT marks a pair's second segment with an embedding of its own; a pretrained checkpoint
     // without one gets it here, at zero, so finetuning starts from the pretrained function.
-    if (opt.segments == "on" || (opt.segments == "auto" && text::is_pair(task)))
-      ck.config.segments = true;
-    else if (opt.segments != "auto" && opt.segments != "off")
+    if (opt.segments == "on" || opt.segments == "off")
+      ck.config.segments = opt.segments == "on";
+    else if (opt.segments == "auto")
+      ck.config.segments = pre.config.segments || text::is_pair(task);
+    else
       fail("unknown --segments '", opt.segments, "': expected auto, on or off");
     const int64_t n0 = pre.config.seq_len;
     if (opt.seq_len > n0)
