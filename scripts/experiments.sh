@@ -51,14 +51,15 @@ best() {
   run train runs/best-s60 60 --preset fmnist-s --random-erase 0.25
 }
 
-# finetune_tasks DIR PRESET: the three KJV tasks from DIR/PRESET's pretrained checkpoint.
+# finetune_tasks DIR PRESET PAIRS: the three KJV tasks from DIR/PRESET's pretrained checkpoint;
+# next-verse (the task still at chance, so first) on PAIRS random training pairs (0: all 47,726).
 finetune_tasks() {
-  local dir=$1 p=$2 t
+  local dir=$1 p=$2 pairs=$3 t
+  run finetune "$dir/$p-next-verse" 1 --init "$dir/$p/checkpoint.safetensors" \
+    --task next-verse --train-limit "$pairs"
   for t in ot-nt genre; do
     run finetune "$dir/$p-$t" 3 --init "$dir/$p/checkpoint.safetensors" --task "$t" --seq-len 64
   done
-  run finetune "$dir/$p-next-verse" 1 --init "$dir/$p/checkpoint.safetensors" \
-    --task next-verse --train-limit 24000
 }
 
 # Issue 5: pretraining, finetuning on the three KJV tasks, and the gating ablation by
@@ -74,7 +75,7 @@ text() {
     run pretrain "runs/lm/kjv-gmlp-$g" 5 --preset kjv-gmlp --set "gate=$g"
   done
   for p in kjv-gmlp kjv-amlp kjv-bert kjv-bert-rel; do
-    finetune_tasks runs/lm "$p"
+    finetune_tasks runs/lm "$p" 24000
   done
   "$G" viz --metrics runs/lm/kjv-{gmlp,amlp,bert,bert-rel}/metrics.jsonl --out runs/lm/models
   "$G" viz --metrics runs/lm/kjv-gmlp{-linear,-additive,-multiplicative,}/metrics.jsonl --out runs/lm/gates
@@ -82,13 +83,14 @@ text() {
 }
 
 # Issue 5, longer: the four models pretrained for 30 epochs from scratch (6× the table's budget,
-# about 24M tokens; some 45 minutes a model here), each finetuned as in `text` as soon as its
-# pretraining ends, so that a session that stops part-way leaves whole rows.
+# about 24M tokens; some 45 minutes a model here), each finetuned as in `text` but on all the
+# training pairs, as soon as its own pretraining ends, so that a session that stops part-way
+# leaves whole rows. aMLP first: the paper's model for sentence pairs, the one task still at chance.
 text_long() {
   local p
-  for p in kjv-gmlp kjv-amlp kjv-bert kjv-bert-rel; do
+  for p in kjv-amlp kjv-gmlp kjv-bert-rel kjv-bert; do
     run pretrain "runs/lm30/$p" 30 --preset "$p"
-    finetune_tasks runs/lm30 "$p"
+    finetune_tasks runs/lm30 "$p" 0
   done
   "$G" viz --metrics runs/lm30/kjv-{gmlp,amlp,bert,bert-rel}/metrics.jsonl --out runs/lm30/models
   python3 scripts/text_tables.py --runs runs/lm30 | tee runs/lm30/tables.md
