@@ -7,8 +7,9 @@
 #
 # The budgets are what one 3-hour session of this machine's two shared cores affords per part:
 # compare (8 models × 3 epochs) and ablation (3 × 3 epochs) together about 2.3 hours; best about
-# 2 hours (two seeds); text about 2.5 hours (measured at two threads: a kjv-gmlp pretraining epoch, 6,249
-# sequences, takes 87 s; a finetuning epoch on all 24,815 verses at 64 tokens about 2.5 min).
+# 2 hours (two seeds); text about 2.5 hours (measured at two threads: a kjv-gmlp pretraining
+# epoch, 6,249 sequences, takes 87 s; a finetuning epoch on all 24,815 verses at 64 tokens about
+# 2.5 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 G=build/gmlp
