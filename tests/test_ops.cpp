@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "check.h"
+#include "core/threads.h"
 #include "ops/cross_entropy.h"
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
@@ -236,6 +237,25 @@ TEST(FastVsRef, Linear) {
   EXPECT_TRUE(close("dx", dx1, dx2, tol::kFastVsRef));
   EXPECT_TRUE(close("dW", dW1, dW2, tol::kFastVsRef, 10.0));  // sums of 97 O(1) products
   EXPECT_TRUE(close("db", db1, db2, tol::kFastVsRef, 10.0));
+}
+
+// The bias gradient's column sums split rows across threads above 2^15 elements: every row
+// counted once, in any thread count, into a strided gradient that already holds values.
+TEST(FastVsRef, ColumnSumsSplitAcrossThreads) {
+  const int64_t M = 517, C = 131, ld = 140;
+  Rng rng(12);
+  const auto dy = randn<float>(M * ld, rng);
+  std::vector<double> want(C, 0.5);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < C; ++j) want[j] += dy[i * ld + j];
+  const int saved = num_threads();
+  for (const int threads : {1, 2}) {
+    set_threads(threads);
+    std::vector<float> db(C, 0.5f);
+    column_sum_add(db.data(), dy.data(), ld, M, C);
+    EXPECT_TRUE(close("db", db, want, tol::kFastVsRef, 10.0)) << threads << " threads";  // sums of 517
+  }
+  set_threads(saved);
 }
 
 TEST(FastVsRef, LayerNorm) {

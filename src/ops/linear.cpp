@@ -1,6 +1,9 @@
 #include "ops/linear.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <vector>
 
 #include "core/matmul.h"
 
@@ -19,17 +22,31 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t
 
 template <class T>
 void column_sum_add(T* db, const T* dy, int64_t ldy, int64_t M, int64_t C) {
-  // Columns in blocks of one cache line so that each thread owns its own outputs.
-  constexpr int64_t kBlock = 64 / sizeof(T);
-#pragma omp parallel for schedule(static)
-  for (int64_t j0 = 0; j0 < C; j0 += kBlock) {
-    const int64_t j1 = std::min(C, j0 + kBlock);
-    T acc[kBlock] = {};
-    for (int64_t i = 0; i < M; ++i) {
+  // Each thread sums a contiguous block of rows into its own row of partial sums, so the inner
+  // loop runs along a row: it streams and vectorises (a loop down each column strided by ldy
+  // did neither, and was 5x slower on fc1's bias). The partials are added in thread order.
+  thread_local std::vector<T> partial;
+  const int max_threads = M * C < (int64_t(1) << 15) ? 1 : omp_get_max_threads();
+  if (partial.size() < size_t(max_threads * C)) partial.resize(size_t(max_threads * C));
+  T* const partials = partial.data();  // the calling thread's buffer (thread_local: name it here)
+  int used = 1;
+#pragma omp parallel num_threads(max_threads)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+#pragma omp single
+    used = int(nt);
+    T* acc = partials + t * C;
+    std::fill(acc, acc + C, T(0));
+    for (int64_t i = M * t / nt; i < M * (t + 1) / nt; ++i) {
       const T* row = dy + i * ldy;
-      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
+#pragma omp simd
+      for (int64_t j = 0; j < C; ++j) acc[j] += row[j];
     }
-    for (int64_t j = j0; j < j1; ++j) db[j] += acc[j - j0];
+  }
+  for (int t = 0; t < used; ++t) {
+    const T* acc = partials + t * C;
+#pragma omp simd
+    for (int64_t j = 0; j < C; ++j) db[j] += acc[j];
   }
 }
 
