@@ -281,6 +281,26 @@ TEST_P(Invariance, InferencePlanGivesIdenticalLogits) {
   for (int64_t i = 0; i < B * K; ++i) ASSERT_EQ(inferred[i], trained[i]) << "logit " << i;
 }
 
+TEST_P(Invariance, InferenceInChunksGivesTheBatchLogits) {
+  // infer() runs a batch in cache-sized chunks of images: chunks of 1, and chunks of 3 with a
+  // ragged last one, give what one forward over the whole batch gives.
+  const int64_t B = 7, K = 10;
+  RandomCase rc(37, B, GetParam());
+  auto& [mp, m, images, labels] = rc;
+  m.plan(B, Mode::infer);
+  const float* lg = m.forward(images.data(), B);
+  const std::vector<float> whole(lg, lg + B * K);
+  const int64_t per_image = int64_t(m.activation_bytes()) / B;
+  EXPECT_EQ(m.infer_chunk(per_image - 1), 1);
+  EXPECT_EQ(m.infer_chunk(3 * per_image), 3);
+  EXPECT_EQ(m.infer_chunk(), B);  // a small model's whole batch fits the default budget
+  for (const int64_t chunk : {1, 3}) {
+    const float* chunked = m.infer(images.data(), B, chunk * per_image);
+    EXPECT_TRUE(close("chunks of " + std::to_string(chunk), chunked, whole.data(), B * K,
+                      tol::kInvariance));
+  }
+}
+
 TEST_P(Invariance, SaveLoadGivesIdenticalLogits) {
   const int64_t B = 4, K = 10;
   RandomCase rc(33, B, GetParam());

@@ -128,7 +128,7 @@ void add_bench(CLI::App& app) {
       std::sort(prof.begin(), prof.end(), [](auto& a, auto& b) { return a.seconds > b.seconds; });
     }
     model->plan(B, Mode::infer);  // what eval and predict use
-    const Timing infer = measure([&] { model->forward(input.data(), B); }, int(B), args->warmup, args->reps);
+    const Timing infer = measure([&] { model->infer(input.data(), B); }, int(B), args->warmup, args->reps);
     const Timing infer1 = measure([&] { model->forward(input.data(), 1); }, 1, args->warmup, args->reps);
     const double flops = model->flops_per_image();
     const double train_gflops = train.median * 3 * flops / 1e9, infer_gflops = infer.median * flops / 1e9;

@@ -90,6 +90,30 @@ void ParamModel<T>::plan(int64_t max_batch, Mode mode) {
 }
 
 template <class T>
+int64_t Model<T>::infer_chunk(int64_t chunk_bytes) const {
+  GMLP_CHECK(this->max_batch_ > 0);
+  const int64_t per_image = std::max<int64_t>(1, int64_t(this->activation_bytes()) / this->max_batch_);
+  return std::clamp<int64_t>(chunk_bytes / per_image, 1, this->max_batch_);
+}
+
+template <class T>
+const T* Model<T>::infer(const T* images, int64_t B, int64_t chunk_bytes) {
+  GMLP_CHECK(B > 0 && B <= this->max_batch_);
+  // A training plan keeps every layer's activations, so its bytes per image say nothing of what
+  // one forward touches: evaluation during training runs whole batches, as before.
+  const int64_t chunk = this->mode_ == Mode::infer ? infer_chunk(chunk_bytes) : B;
+  if (B <= chunk) return forward(images, B);
+  const int64_t K = cfg_.num_classes, image = int64_t(cfg_.in_chans) * cfg_.img_size * cfg_.img_size;
+  if (gathered_.size() < size_t(B * K)) gathered_.resize(size_t(B * K));
+  for (int64_t b0 = 0; b0 < B; b0 += chunk) {
+    const int64_t n = std::min(chunk, B - b0);
+    const T* logits = forward(images + b0 * image, n);
+    std::copy(logits, logits + n * K, gathered_.data() + b0 * K);
+  }
+  return gathered_.data();
+}
+
+template <class T>
 std::unique_ptr<Model<T>> make_model(const ModelConfig& config) {
   config.validate();
   if (config.model == "cnn") return std::make_unique<Cnn<T>>(config);
@@ -100,6 +124,8 @@ template class Arena<float>;
 template class Arena<double>;
 template class ParamModel<float>;
 template class ParamModel<double>;
+template class Model<float>;
+template class Model<double>;
 template std::unique_ptr<Model<float>> make_model<float>(const ModelConfig&);
 template std::unique_ptr<Model<double>> make_model<double>(const ModelConfig&);
 

@@ -38,7 +38,7 @@ EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::
       data::normalize_image(input.data() + i * image_size,
                             set.pixels.data() + (start + i) * image_size, int(C), int(S), norm);
     for (int64_t i = 0; i < b; ++i) labels[i] = set.labels[start + i];
-    const float* out = model.forward(input.data(), b);
+    const float* out = model.infer(input.data(), b);
     loss_sum += double(cross_entropy_forward(probs.data(), out, labels.data(), b, K, 0.f)) * b;
     for (int64_t i = 0; i < b; ++i) {
       const float* row = out + i * K;
