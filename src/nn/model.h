@@ -140,8 +140,8 @@ class Model : public ParamModel<T> {
 
   // Inference (forward with no rng) on B <= planned_batch() images. Under an inference plan it
   // runs in chunks of at most infer_chunk() images and gathers the logits: a chunk's activations
-  // stay in cache, where a whole batch's spill to memory between ops. Returns logits (B, K), valid until the next call;
-  // the same as forward(images, B) up to summation order.
+  // stay in cache, where a whole batch's spill to memory between ops. Returns logits (B, K),
+  // valid until the next call: forward(images, B)'s, up to summation order.
   const T* infer(const T* images, int64_t B, int64_t chunk_bytes = kInferChunkBytes);
   // Images per chunk: the plan's activation bytes per image into chunk_bytes (at least one).
   int64_t infer_chunk(int64_t chunk_bytes = kInferChunkBytes) const;
