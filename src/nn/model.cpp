@@ -92,7 +92,8 @@ void ParamModel<T>::plan(int64_t max_batch, Mode mode) {
 template <class T>
 int64_t Model<T>::infer_chunk(int64_t chunk_bytes) const {
   GMLP_CHECK(this->max_batch_ > 0);
-  const int64_t per_image = std::max<int64_t>(1, int64_t(this->activation_bytes()) / this->max_batch_);
+  const int64_t bytes = int64_t(this->activation_bytes());
+  const int64_t per_image = std::max<int64_t>(1, bytes / this->max_batch_);
   return std::clamp<int64_t>(chunk_bytes / per_image, 1, this->max_batch_);
 }
 
@@ -103,7 +104,8 @@ const T* Model<T>::infer(const T* images, int64_t B, int64_t chunk_bytes) {
   // one forward touches: evaluation during training runs whole batches, as before.
   const int64_t chunk = this->mode_ == Mode::infer ? infer_chunk(chunk_bytes) : B;
   if (B <= chunk) return forward(images, B);
-  const int64_t K = cfg_.num_classes, image = int64_t(cfg_.in_chans) * cfg_.img_size * cfg_.img_size;
+  const int64_t K = cfg_.num_classes;
+  const int64_t image = int64_t(cfg_.in_chans) * cfg_.img_size * cfg_.img_size;
   if (gathered_.size() < size_t(B * K)) gathered_.resize(size_t(B * K));
   for (int64_t b0 = 0; b0 < B; b0 += chunk) {
     const int64_t n = std::min(chunk, B - b0);
