@@ -56,8 +56,8 @@ best() {
 
 # Issue 4, the next try at >= 94 %: fmnist-s with aMLP's tiny attention (d_attn 64) in every
 # block, 1.4x fmnist-s's FLOPs, under best's recipe. The two seeds above spread half a point
-# around 93.7 %; aMLP led gMLP by half a point in the 3-epoch comparison. About 3.5 hours at the
-# speed of the AVX2-only machines of session 7 (some 300 training images/s).
+# around 93.7 %; aMLP led gMLP by half a point in the 3-epoch comparison. About 4.5 hours on the
+# AVX2-only Zen 3 of session 7 (about 225 training images/s undisturbed).
 best_amlp() {
   run train runs/best-amlp-s60 60 --preset fmnist-s --set model=amlp --random-erase 0.25
 }
