@@ -317,15 +317,17 @@ class GatingMlp final : public Branch<T> {
   }
   void lay_out(Arena<T>& a, int64_t B) override {
     const int64_t M = d_.N * B, H = H_;
-    for (auto [p, n] : {std::pair{&z_, M * F_}, {&a_, M * F_}, {&vn_, M * H}, {&mean_, M},
-                        {&rstd_, M}, {&g_, M * H}, {&s_, M * H}})
-      a.keep(p, n);
+    for (auto [p, n] : {std::pair{&z_, M * F_}, {&a_, M * F_}, {&s_, M * H}}) a.keep(p, n);
+    // The gate's saved state is for backward only; inference keeps its tiles in cache.
+    vn_ = mean_ = rstd_ = g_ = nullptr;
+    if (a.training())
+      for (auto [p, n] : {std::pair{&vn_, M * H}, {&mean_, M}, {&rstd_, M}, {&g_, M * H}}) a.keep(p, n);
     if (da_ > 0)
       for (auto [p, n] : {std::pair{&qkv_buf_, M * 3 * da_}, {&P_, B * d_.N * d_.N},
                           {&ao_, M * da_}, {&r_, M * H}})
         a.keep(p, n);
     if (!a.training()) return;
-    for (auto [p, n] : {std::pair{&ds_, M * H}, {&dz_, M * F_}, {&scratch_, 2 * M * H}})
+    for (auto [p, n] : {std::pair{&ds_, M * H}, {&dz_, M * F_}})
       a.temp(p, n);
     if (da_ > 0)
       for (auto [p, n] : {std::pair{&dr_, M * H}, {&dao_, M * da_}, {&dqkv_, M * 3 * da_},
@@ -355,8 +357,7 @@ class GatingMlp final : public Branch<T> {
     {
       GMLP_PROFILE("bwd.sgu");
       sgu_backward(dz_, g + gnorm_w_, g + gnorm_b_, g + proj_w_, g + proj_b_, ds_, a_, vn_, mean_,
-                   rstd_, g_, w + gnorm_w_, w + proj_w_, shape(B), scratch_,
-                   da_ > 0 ? dr_ : nullptr);
+                   rstd_, g_, w + gnorm_w_, w + proj_w_, shape(B), da_ > 0 ? dr_ : nullptr);
     }
     { GMLP_PROFILE("bwd.gelu"); gelu_backward_inplace(dz_, z_, M * F_); }
     { GMLP_PROFILE("bwd.fc1"); fc1_.backward(dxn, dz_, xn, w, g, M); }
@@ -387,7 +388,7 @@ class GatingMlp final : public Branch<T> {
   T *z_ = nullptr, *a_ = nullptr, *vn_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr,
     *g_ = nullptr, *s_ = nullptr;
   T *qkv_buf_ = nullptr, *P_ = nullptr, *ao_ = nullptr, *r_ = nullptr;
-  T *ds_ = nullptr, *dz_ = nullptr, *scratch_ = nullptr;
+  T *ds_ = nullptr, *dz_ = nullptr;
   T *dr_ = nullptr, *dao_ = nullptr, *dqkv_ = nullptr, *ascratch_ = nullptr;
 };
 

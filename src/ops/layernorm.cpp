@@ -9,53 +9,18 @@ template <class T>
 void layernorm_forward(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx,
                        const T* gamma, const T* beta, int64_t M, int64_t C, T eps) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < M; ++i) {
-    const T* xi = x + i * ldx;
-    T* yi = y + i * ldy;
-    T s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t c = 0; c < C; ++c) s += xi[c];
-    const T mu = s / T(C);
-    T ss = 0;  // two passes: the variance of the centred values does not cancel
-#pragma omp simd reduction(+ : ss)
-    for (int64_t c = 0; c < C; ++c) ss += (xi[c] - mu) * (xi[c] - mu);
-    const T r = T(1) / std::sqrt(ss / T(C) + eps);
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) yi[c] = (xi[c] - mu) * r * gamma[c] + beta[c];
-    mean[i] = mu;
-    rstd[i] = r;
-  }
+  for (int64_t i = 0; i < M; ++i)
+    layernorm_row(y + i * ldy, mean + i, rstd + i, x + i * ldx, gamma, beta, C, eps);
 }
 
 template <class T>
 void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy,
                         const T* x, int64_t ldx, const T* mean, const T* rstd, const T* gamma,
                         int64_t M, int64_t C, bool overwrite_dx) {
-  // fwd: x̂ = (x - μ)·r;  y = x̂·γ + β
-  //  =>  dx = r · (dŷ - mean(dŷ) - x̂ · mean(dŷ·x̂)),  dŷ = dy·γ
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < M; ++i) {
-    const T* xi = x + i * ldx;
-    const T* dyi = dy + i * lddy;
-    T* dxi = dx + i * lddx;
-    const T mu = mean[i], r = rstd[i];
-    T s1 = 0, s2 = 0;
-#pragma omp simd reduction(+ : s1, s2)
-    for (int64_t c = 0; c < C; ++c) {
-      const T dxh = dyi[c] * gamma[c];
-      s1 += dxh;
-      s2 += dxh * (xi[c] - mu) * r;
-    }
-    s1 /= T(C);
-    s2 /= T(C);
-    if (overwrite_dx) {  // a fresh buffer may hold anything, NaN included: never read it
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) dxi[c] = r * (dyi[c] * gamma[c] - s1 - (xi[c] - mu) * r * s2);
-    } else {
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) dxi[c] += r * (dyi[c] * gamma[c] - s1 - (xi[c] - mu) * r * s2);
-    }
-  }
+  for (int64_t i = 0; i < M; ++i)
+    layernorm_row_backward(dx + i * lddx, static_cast<T*>(nullptr), static_cast<T*>(nullptr),
+                           dy + i * lddy, x + i * ldx, mean[i], rstd[i], gamma, C, overwrite_dx);
   // dγ, dβ: column sums, blocked by cache line so each thread owns its outputs.
   constexpr int64_t kBlock = 64 / sizeof(T);
 #pragma omp parallel for schedule(static)

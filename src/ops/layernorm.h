@@ -4,6 +4,7 @@
 // in place of a copy.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace gmlp {
@@ -19,6 +20,17 @@ void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, i
                         const T* x, int64_t ldx, const T* mean, const T* rstd, const T* gamma,
                         int64_t M, int64_t C, bool overwrite_dx = false);
 
+// One row of each, serial: what the parallel loops above and the fused kernels that normalise
+// inside their own tiles (the SGU) share.
+template <class T>
+inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta,
+                          int64_t C, T eps);
+// dx = ∂L/∂x (overwrite_dx) or dx += ∂L/∂x. dgamma and dbeta, when given, accumulate the row's
+// Σ dy·x̂ and Σ dy.
+template <class T>
+inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, T mean,
+                                   T rstd, const T* gamma, int64_t C, bool overwrite_dx);
+
 template <class T>
 void layernorm_forward_ref(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx,
                            const T* gamma, const T* beta, int64_t M, int64_t C, T eps);
@@ -26,5 +38,53 @@ template <class T>
 void layernorm_backward_ref(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy,
                             const T* x, int64_t ldx, const T* mean, const T* rstd,
                             const T* gamma, int64_t M, int64_t C);
+
+template <class T>
+inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta,
+                          int64_t C, T eps) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t c = 0; c < C; ++c) s += x[c];
+  const T mu = s / T(C);
+  T ss = 0;  // two passes: the variance of the centred values does not cancel
+#pragma omp simd reduction(+ : ss)
+  for (int64_t c = 0; c < C; ++c) ss += (x[c] - mu) * (x[c] - mu);
+  const T r = T(1) / std::sqrt(ss / T(C) + eps);
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) y[c] = (x[c] - mu) * r * gamma[c] + beta[c];
+  *mean = mu;
+  *rstd = r;
+}
+
+template <class T>
+inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, T mean,
+                                   T rstd, const T* gamma, int64_t C, bool overwrite_dx) {
+  // fwd: x̂ = (x - μ)·r;  y = x̂·γ + β
+  //  =>  dx = r · (dŷ - mean(dŷ) - x̂ · mean(dŷ·x̂)),  dŷ = dy·γ
+  const T mu = mean, r = rstd;
+  T s1 = 0, s2 = 0;
+#pragma omp simd reduction(+ : s1, s2)
+  for (int64_t c = 0; c < C; ++c) {
+    const T dxh = dy[c] * gamma[c];
+    s1 += dxh;
+    s2 += dxh * (x[c] - mu) * r;
+  }
+  s1 /= T(C);
+  s2 /= T(C);
+  if (overwrite_dx) {  // a fresh buffer may hold anything, NaN included: never read it
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) dx[c] = r * (dy[c] * gamma[c] - s1 - (x[c] - mu) * r * s2);
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) dx[c] += r * (dy[c] * gamma[c] - s1 - (x[c] - mu) * r * s2);
+  }
+  if (dgamma) {
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      dgamma[c] += dy[c] * (x[c] - mu) * r;
+      dbeta[c] += dy[c];
+    }
+  }
+}
 
 }  // namespace gmlp

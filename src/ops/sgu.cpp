@@ -1,7 +1,11 @@
 #include "ops/sgu.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "core/error.h"
@@ -20,106 +24,187 @@ SguGate parse_sgu_gate(const char* name) {
 namespace {
 // Where v (the normalised, token-mixed part) starts in each row of z, and the gate's use of u.
 int64_t v_offset(const SguShape& s) { return s.gate == SguGate::split ? s.F / 2 : 0; }
+
+// Whether the images of a batch go to the threads, one image per tile; with fewer images than
+// threads they run one after the other instead, and the work inside a tile is what is shared.
+bool by_image(int64_t B) {
+  const int threads = omp_get_max_threads();
+  return B >= threads && threads > 1 && !omp_in_parallel();
+}
+
+// Runs tile(b, t) for every image b, t being the thread that runs it.
+template <class Tile>
+void for_each_image(int64_t B, const Tile& tile) {
+  if (by_image(B)) {
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < B; ++b) tile(b, omp_get_thread_num());
+  } else {
+    for (int64_t b = 0; b < B; ++b) tile(b, 0);
+  }
+}
+
+// Per-thread working memory, in one block owned by the calling thread (it grows once, on first
+// use): `parts` arrays per thread, each rounded up to a cache line so that no two threads write
+// one line. at(t, i) is thread t's i-th array.
+template <class T>
+class ThreadScratch {
+ public:
+  ThreadScratch(std::initializer_list<int64_t> sizes, int threads) {
+    for (int64_t n : sizes) offset_.push_back(per_thread_), per_thread_ += (n + 15) / 16 * 16;
+    thread_local std::vector<T> block;
+    if (block.size() < size_t(threads * per_thread_)) block.resize(size_t(threads * per_thread_));
+    base_ = block.data();
+  }
+  T* at(int t, int i) const { return base_ + t * per_thread_ + offset_[size_t(i)]; }
+  // Zeroes thread t's arrays from the i-th on.
+  void zero_from(int t, int i) const { std::fill(at(t, i), base_ + (t + 1) * per_thread_, T(0)); }
+
+ private:
+  std::vector<int64_t> offset_;
+  int64_t per_thread_ = 0;
+  T* base_;
+};
 }  // namespace
 
+// Both passes run image by image: an image's N × H tiles of v̂, g and their gradients stay in
+// the core's cache from the LayerNorm through the token product to the gate, where the whole
+// batch at once streamed every (N, B, H) array through memory between each of those steps.
 template <class T>
 void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta,
                  const T* W, const T* b, SguShape s, T eps, const T* res) {
-  const int64_t H = s.H(), F = s.F, M = s.rows(), BH = s.B * H;
+  const int64_t N = s.N, B = s.B, H = s.H(), F = s.F, off = v_offset(s);
   const SguGate gate = s.gate;
-  layernorm_forward(vn, H, mean, rstd, z + v_offset(s), F, gamma, beta, M, H, eps);
-  matmul<T>(false, false, s.N, BH, s.N, W, s.N, vn, BH, T(0), g, BH);  // g = W·v̂
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < M; ++r) {
-    const T bias = b[r / s.B];
-    T* gr = g + r * H;
-    const T* ur = z + r * F;
-    const T* rr = res ? res + r * H : nullptr;
-    T* orow = out + r * H;
-    if (rr) {
-#pragma omp simd
-      for (int64_t h = 0; h < H; ++h) gr[h] += rr[h];
+  const bool save = vn != nullptr;
+  // Nothing to save (inference): the tiles live in per-thread memory that stays in cache.
+  const ThreadScratch<T> sc({N * H, N * H, N, N}, save ? 0 : omp_get_max_threads());
+  // At batch 1 (inference's latency) the threads share each image's rows. Backward, where each
+  // thread adds into partial sums of its own, always runs whole images.
+  const bool rows_shared = !by_image(B) && !omp_in_parallel();
+  for_each_image(B, [&](int64_t img, int t) {
+    // This image's (N, H) tiles and (N) statistics.
+    T* vi = save ? vn + img * N * H : sc.at(t, 0);
+    T* gi = save ? g + img * N * H : sc.at(t, 1);
+    T* mi = save ? mean + img * N : sc.at(t, 2);
+    T* ri = save ? rstd + img * N : sc.at(t, 3);
+#pragma omp parallel for schedule(static) if (rows_shared)
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t r = n * B + img;  // its row in the token-major activations
+      layernorm_row(vi + n * H, mi + n, ri + n, z + r * F + off, gamma, beta, H, eps);
     }
-    switch (gate) {
-      case SguGate::split:
-      case SguGate::multiplicative:
+    matmul<T>(false, false, N, H, N, W, N, vi, H, T(0), gi, H);  // g = W·v̂
+#pragma omp parallel for schedule(static) if (rows_shared)
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t r = n * B + img;
+      const T bias = b[n];
+      T* gr = gi + n * H;
+      const T* ur = z + r * F;
+      T* orow = out + r * H;
+      if (res) {
+        const T* rr = res + r * H;
 #pragma omp simd
-        for (int64_t h = 0; h < H; ++h) {
-          gr[h] += bias;
-          orow[h] = ur[h] * gr[h];
-        }
-        break;
-      case SguGate::additive:
+        for (int64_t h = 0; h < H; ++h) gr[h] += rr[h];
+      }
+      switch (gate) {
+        case SguGate::split:
+        case SguGate::multiplicative:
 #pragma omp simd
-        for (int64_t h = 0; h < H; ++h) {
-          gr[h] += bias;
-          orow[h] = ur[h] + gr[h];
-        }
-        break;
-      case SguGate::linear:
+          for (int64_t h = 0; h < H; ++h) {
+            gr[h] += bias;
+            orow[h] = ur[h] * gr[h];
+          }
+          break;
+        case SguGate::additive:
 #pragma omp simd
-        for (int64_t h = 0; h < H; ++h) {
-          gr[h] += bias;
-          orow[h] = gr[h];
-        }
-        break;
+          for (int64_t h = 0; h < H; ++h) {
+            gr[h] += bias;
+            orow[h] = ur[h] + gr[h];
+          }
+          break;
+        case SguGate::linear:
+#pragma omp simd
+          for (int64_t h = 0; h < H; ++h) {
+            gr[h] += bias;
+            orow[h] = gr[h];
+          }
+          break;
+      }
     }
-  }
+  });
 }
 
 template <class T>
 void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z,
                   const T* vn, const T* mean, const T* rstd, const T* g, const T* gamma,
-                  const T* W, SguShape s, T* scratch, T* dres) {
-  const int64_t H = s.H(), F = s.F, M = s.rows(), BH = s.B * H;
+                  const T* W, SguShape s, T* dres) {
+  const int64_t N = s.N, B = s.B, H = s.H(), F = s.F, off = v_offset(s);
   const SguGate gate = s.gate;
-  T* dg = dres ? dres : scratch;  // (N, B, H)
-  T* dvn = scratch + M * H;       // (N, B, H)
-  // fwd: out = u ⊙ g  =>  du = dout·g, dg = dout·u;   out = u + g  =>  du = dg = dout;
-  //      out = g  =>  du = 0, dg = dout.  (u is z's first H channels.)
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < M; ++r) {
-    T* dzr = dz + r * F;
-    T* dgr = dg + r * H;
-    const T* dor = dout + r * H;
-    const T* gr = g + r * H;
-    const T* ur = z + r * F;
-    switch (gate) {
-      case SguGate::split:
-      case SguGate::multiplicative:
+  const int threads = omp_get_max_threads();
+  // Per thread: the dg and dv̂ tiles, then partial sums of dW, db, dgamma, dbeta.
+  enum { kDg, kDvn, kDW, kDb, kDgamma, kDbeta };
+  const ThreadScratch<T> sc({N * H, N * H, N * N, N, H, H}, threads);
+  for (int t = 0; t < threads; ++t) sc.zero_from(t, kDW);
+  for_each_image(B, [&](int64_t img, int t) {
+    const T* vi = vn + img * N * H;
+    const T* gi = g + img * N * H;
+    // ∂L/∂g of this image: aMLP's attention reads it too, so then it is written there directly.
+    T* dg = dres ? dres + img * H : sc.at(t, kDg);
+    const int64_t ldg = dres ? B * H : H;
+    T* dWt = sc.at(t, kDW);
+    T* dbt = sc.at(t, kDb);
+    // fwd: out = u ⊙ g  =>  du = dout·g, dg = dout·u;   out = u + g  =>  du = dg = dout;
+    //      out = g  =>  du = 0, dg = dout.  (u is z's first H channels.)
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t r = n * B + img;
+      T* dzr = dz + r * F;
+      T* dgr = dg + n * ldg;
+      const T* dor = dout + r * H;
+      const T* gr = gi + n * H;
+      const T* ur = z + r * F;
+      switch (gate) {
+        case SguGate::split:
+        case SguGate::multiplicative:
 #pragma omp simd
-        for (int64_t h = 0; h < H; ++h) {
-          dzr[h] = dor[h] * gr[h];
-          dgr[h] = dor[h] * ur[h];
-        }
-        break;
-      case SguGate::additive:
+          for (int64_t h = 0; h < H; ++h) {
+            dzr[h] = dor[h] * gr[h];
+            dgr[h] = dor[h] * ur[h];
+          }
+          break;
+        case SguGate::additive:
 #pragma omp simd
-        for (int64_t h = 0; h < H; ++h) dzr[h] = dgr[h] = dor[h];
-        break;
-      case SguGate::linear:
+          for (int64_t h = 0; h < H; ++h) dzr[h] = dgr[h] = dor[h];
+          break;
+        case SguGate::linear:
 #pragma omp simd
-        for (int64_t h = 0; h < H; ++h) {
-          dzr[h] = 0;
-          dgr[h] = dor[h];
-        }
-        break;
-    }
-  }
-  // fwd: g = W·v̂ + b  =>  db[n] += Σ_{b,h} dg[n];  dW += dg·v̂ᵀ;  dv̂ = Wᵀ·dg
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < s.N; ++n) {
-    T acc = 0;
+          for (int64_t h = 0; h < H; ++h) {
+            dzr[h] = 0;
+            dgr[h] = dor[h];
+          }
+          break;
+      }
+      // fwd: g = W·v̂ + b  =>  db[n] += Σ_h dg[n];  dW += dg·v̂ᵀ;  dv̂ = Wᵀ·dg
+      T acc = 0;
 #pragma omp simd reduction(+ : acc)
-    for (int64_t j = 0; j < BH; ++j) acc += dg[n * BH + j];
-    db[n] += acc;
+      for (int64_t h = 0; h < H; ++h) acc += dgr[h];
+      dbt[n] += acc;
+    }
+    matmul<T>(false, true, N, N, H, dg, ldg, vi, H, T(1), dWt, N);
+    T* dvn = sc.at(t, kDvn);
+    matmul<T>(true, false, N, H, N, W, N, dg, ldg, T(0), dvn, H);
+    // fwd: v̂ = LayerNorm(v). With the split, v is z's second half (a fresh gradient); otherwise
+    // v is all of z and its gradient adds to u's.
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t r = n * B + img;
+      layernorm_row_backward(dz + r * F + off, sc.at(t, kDgamma), sc.at(t, kDbeta), dvn + n * H,
+                             z + r * F + off, mean[img * N + n], rstd[img * N + n], gamma, H,
+                             gate == SguGate::split);
+    }
+  });
+  // The threads' partial sums, added in thread order: the same bits for the same thread count.
+  for (int t = 0; t < threads; ++t) {
+    for (int64_t i = 0; i < N * N; ++i) dW[i] += sc.at(t, kDW)[i];
+    for (int64_t n = 0; n < N; ++n) db[n] += sc.at(t, kDb)[n];
+    for (int64_t h = 0; h < H; ++h) dgamma[h] += sc.at(t, kDgamma)[h], dbeta[h] += sc.at(t, kDbeta)[h];
   }
-  matmul<T>(false, true, s.N, s.N, BH, dg, BH, vn, BH, T(1), dW, s.N);
-  matmul<T>(true, false, s.N, BH, s.N, W, s.N, dg, BH, T(0), dvn, BH);
-  // fwd: v̂ = LayerNorm(v). With the split, v is z's second half (a fresh gradient); otherwise
-  // v is all of z and its gradient adds to u's.
-  layernorm_backward(dz + v_offset(s), F, dgamma, dbeta, dvn, H, z + v_offset(s), F, mean, rstd,
-                     gamma, M, H, gate == SguGate::split);
 }
 
 namespace {
@@ -188,7 +273,7 @@ void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, c
   template void sgu_forward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,         \
                                const T*, SguShape, T, const T*);                                 \
   template void sgu_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,        \
-                                const T*, const T*, const T*, const T*, SguShape, T*, T*);       \
+                                const T*, const T*, const T*, const T*, SguShape, T*);           \
   template void sgu_forward_ref<T>(T*, const T*, const T*, const T*, const T*, const T*, SguShape, \
                                    T, const T*);                                                 \
   template void sgu_backward_ref<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,    \

@@ -5,8 +5,8 @@
 //   multiplicative  u = v = z (H = F);                         out = z ⊙ g
 //   additive        u = v = z (H = F);                         out = z + g
 //   linear          v = z (H = F);                             out = g
-// Activations are token-major (N, B, ·), so W·v̂ for the whole batch is one (N×N)·(N×B·H) product
-// and so are both of its gradients: no transposes anywhere.
+// Activations are token-major (N, B, ·); an image's rows are N×H tiles at a stride, so W·v̂ and
+// both of its gradients are (N×N)·(N×H) products per image, with no transposes anywhere.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +24,10 @@ struct SguShape {
   int64_t rows() const { return N * B; }
 };
 
-// out: (N, B, H) overwritten. Saved for backward: vn = LayerNorm(v) (N, B, H), mean, rstd (N·B),
-// g (N, B, H). z: (N, B, F). gamma, beta: (H). W: (N, N) [out token, in token]. b: (N).
+// out: (N, B, H) overwritten. Saved for backward, image-major because both passes run image by
+// image: vn = LayerNorm(v) (B, N, H), mean, rstd (B, N), g (B, N, H); all four nullptr when
+// nothing is saved (inference). z: (N, B, F).
+// gamma, beta: (H). W: (N, N) [out token, in token]. b: (N).
 // res: (N, B, H) added to the gate before it is applied (aMLP's attention), or nullptr.
 template <class T>
 void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta,
@@ -33,11 +35,11 @@ void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gam
 
 // Overwrites dz (N, B, F) (a fresh activation gradient: nothing else flows into z); accumulates
 // into the parameter gradients dgamma, dbeta (H), dW (N, N), db (N). dres (N, B, H), if given,
-// is overwritten with ∂L/∂res. scratch: 2·N·B·H values, overwritten.
+// is overwritten with ∂L/∂res. Working memory is per thread, allocated on first use.
 template <class T>
 void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z,
                   const T* vn, const T* mean, const T* rstd, const T* g, const T* gamma,
-                  const T* W, SguShape s, T* scratch, T* dres = nullptr);
+                  const T* W, SguShape s, T* dres = nullptr);
 
 // Plain loops over (n, b, h) with the token sum written out; no saved state.
 template <class T>
