@@ -707,6 +707,37 @@ TEST(KjvTasks, OldOrNewTestamentAndGenreLabels) {
   check_layout(ot_nt(v, tok, Split::dev, 8), 8, 1, 2);
 }
 
+// Every epoch trains on the same positives; a pair task's negatives are redrawn, the rest kept.
+TEST(KjvTasks, TrainingExamplesDrawPairNegativesPerEpoch) {
+  const auto& v = kjv();
+  const Tokenizer& tok = trained().tok;
+  for (const int64_t limit : {int64_t(0), int64_t(3000)}) {
+    SCOPED_TRACE("limit " + std::to_string(limit));
+    const auto e0 = training_examples(Task::next_verse, v, tok, 48, 7, 0, limit),
+               e1 = training_examples(Task::next_verse, v, tok, 48, 7, 1, limit);
+    EXPECT_EQ(e0.size(), limit ? size_t(limit) : build_task(Task::next_verse, v, tok, Split::train, 48, 7).size());
+    ASSERT_EQ(e0.size(), e1.size());
+    int64_t negatives = 0, same = 0;
+    for (size_t i = 0; i < e0.size(); ++i) {
+      ASSERT_EQ(e0[i].label, e1[i].label);
+      if (e0[i].label == 1) {
+        ASSERT_EQ(e0[i].ids, e1[i].ids);
+      } else {
+        ++negatives, same += e0[i].ids == e1[i].ids;
+        // Same verse A: the ids up to the first [SEP] agree.
+        const auto sep = std::find(e0[i].ids.begin(), e0[i].ids.end(), Tokenizer::kSep) - e0[i].ids.begin();
+        ASSERT_TRUE(std::equal(e0[i].ids.begin(), e0[i].ids.begin() + sep / 2, e1[i].ids.begin()));
+      }
+    }
+    EXPECT_GT(negatives, int64_t(e0.size()) / 3);
+    EXPECT_LT(same, negatives / 20);
+  }
+  const auto g0 = training_examples(Task::ot_nt, v, tok, 48, 7, 0, 500),
+             g1 = training_examples(Task::ot_nt, v, tok, 48, 7, 3, 500);
+  ASSERT_EQ(g0.size(), 500u);
+  for (size_t i = 0; i < g0.size(); ++i) ASSERT_EQ(g0[i].ids, g1[i].ids);
+}
+
 TEST(KjvTasks, NextVerseIsBalancedAndPositivesAreConsecutive) {
   const auto& v = kjv();
   const Tokenizer& tok = trained().tok;

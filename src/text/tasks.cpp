@@ -149,4 +149,18 @@ std::vector<Example> build_task(Task t, const std::vector<Verse>& verses, const 
   fail("unknown task");
 }
 
+std::vector<Example> training_examples(Task t, const std::vector<Verse>& verses,
+                                       const Tokenizer& tok, int seq_len, uint64_t seed, int epoch,
+                                       int64_t limit) {
+  const uint64_t draw = is_pair(t) ? seed + uint64_t(epoch) : seed;
+  std::vector<Example> set = build_task(t, verses, tok, Split::train, seq_len, draw);
+  if (limit > 0 && int64_t(set.size()) > limit) {
+    // The tasks come in book order: a subset must be drawn, not cut from the front. The
+    // permutation depends on the size only, so every epoch keeps the same positives.
+    Rng(seed ^ 0x5eedULL).shuffle(set);
+    set.resize(size_t(limit));
+  }
+  return set;
+}
+
 }  // namespace gmlp::text

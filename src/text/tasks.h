@@ -54,4 +54,12 @@ std::vector<Example> next_verse(const std::vector<Verse>& verses, const Tokenize
 std::vector<Example> build_task(Task t, const std::vector<Verse>& verses, const Tokenizer& tok,
                                 Split split, int seq_len, uint64_t seed);
 
+// The training examples of one epoch: build_task's on the train split; with limit > 0 a random
+// `limit` of them, the same every epoch (fixed by seed). A pair task's negatives are drawn afresh
+// each epoch (epoch e draws from seed + e; epoch 0 is build_task's own), the positives kept, as
+// BERT's next-sentence data does: a fixed draw can be learned by heart over several epochs.
+std::vector<Example> training_examples(Task t, const std::vector<Verse>& verses,
+                                       const Tokenizer& tok, int seq_len, uint64_t seed, int epoch,
+                                       int64_t limit);
+
 }  // namespace gmlp::text

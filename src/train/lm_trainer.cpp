@@ -126,6 +126,7 @@ struct Job {
   std::function<StepResult(const std::vector<int>& order, int64_t first, int B, Rng& rng)> step;
   std::function<nlohmann::json()> evaluate;  // figures after each epoch
   std::function<void(const nlohmann::json&)> report;
+  std::function<void(int epoch)> begin_epoch;  // optional: before the epoch's first step
 };
 
 // A run's starting point: fresh (epoch 0) or from its folder.
@@ -187,6 +188,7 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
   std::vector<nlohmann::json>& metrics = start.metrics;
   for (int epoch = start.epoch; epoch < opt.epochs; ++epoch) {
     const auto t_epoch = std::chrono::steady_clock::now();
+    if (job.begin_epoch) job.begin_epoch(epoch);
     Rng rng(epoch_seed(opt.seed, epoch));
     std::iota(order.begin(), order.end(), 0);
     rng.shuffle(order);
@@ -370,16 +372,13 @@ TrainResult finetune(const LmOptions& options, bool resume) {
   const text::Task task = text::parse_task(opt.task);
   const int N = model.config().seq_len, K = model.config().num_classes;
   const std::vector<text::Verse> verses = text::load_kjv();
-  auto train_set = text::build_task(task, verses, tok, text::Split::train, N, opt.seed);
+  auto train_set =
+      text::training_examples(task, verses, tok, N, opt.seed, start.epoch, opt.train_limit);
   auto dev_set = text::build_task(task, verses, tok, text::Split::dev, N, opt.seed);
   auto test_set = text::build_task(task, verses, tok, text::Split::test, N, opt.seed);
-  std::fprintf(stderr, "gmlp: task %s: %zu train, %zu dev, %zu test examples\n", opt.task.c_str(),
-               train_set.size(), dev_set.size(), test_set.size());
-  if (opt.train_limit > 0 && int64_t(train_set.size()) > opt.train_limit) {
-    // The tasks come in book order: a subset must be drawn, not cut from the front.
-    Rng(opt.seed ^ 0x5eedULL).shuffle(train_set);
-    train_set.resize(size_t(opt.train_limit));
-  }
+  std::fprintf(stderr, "gmlp: task %s: %zu train, %zu dev, %zu test examples%s\n", opt.task.c_str(),
+               train_set.size(), dev_set.size(), test_set.size(),
+               text::is_pair(task) ? " (training negatives drawn afresh each epoch)" : "");
   for (auto* set : {&dev_set, &test_set})
     if (opt.eval_limit > 0 && int64_t(set->size()) > opt.eval_limit) set->resize(size_t(opt.eval_limit));
   std::vector<int32_t> ids, labels;
@@ -401,6 +400,10 @@ TrainResult finetune(const LmOptions& options, bool resume) {
   Job job;
   job.items = int64_t(train_set.size());
   job.unit = "example";
+  if (text::is_pair(task))  // each epoch its own negatives
+    job.begin_epoch = [&](int epoch) {
+      train_set = text::training_examples(task, verses, tok, N, opt.seed, epoch, opt.train_limit);
+    };
   job.step = [&](const std::vector<int>& order, int64_t first, int B, Rng& rng) {
     load_batch(train_set, order.data() + first, B);
     model.encode(ids.data(), B, &rng);
