@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
@@ -43,14 +44,16 @@ void for_each_image(int64_t B, const Tile& tile) {
   }
 }
 
-// Per-thread working memory, in one block owned by the calling thread (it grows once, on first
-// use): `parts` arrays per thread, each rounded up to a cache line so that no two threads write
-// one line. at(t, i) is thread t's i-th array.
+// Per-thread working memory in one block owned by the calling thread, which grows it once, on
+// first use: the same list of arrays for each thread, each array rounded up to a cache line so
+// that no two threads write one line. at(t, i) is thread t's i-th array.
 template <class T>
 class ThreadScratch {
  public:
   ThreadScratch(std::initializer_list<int64_t> sizes, int threads) {
-    for (int64_t n : sizes) offset_.push_back(per_thread_), per_thread_ += (n + 15) / 16 * 16;
+    GMLP_CHECK(sizes.size() <= offset_.size());
+    size_t i = 0;
+    for (int64_t n : sizes) offset_[i++] = per_thread_, per_thread_ += (n + 15) / 16 * 16;
     thread_local std::vector<T> block;
     if (block.size() < size_t(threads * per_thread_)) block.resize(size_t(threads * per_thread_));
     base_ = block.data();
@@ -60,7 +63,7 @@ class ThreadScratch {
   void zero_from(int t, int i) const { std::fill(at(t, i), base_ + (t + 1) * per_thread_, T(0)); }
 
  private:
-  std::vector<int64_t> offset_;
+  std::array<int64_t, 6> offset_{};
   int64_t per_thread_ = 0;
   T* base_;
 };
