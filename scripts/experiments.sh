@@ -56,8 +56,9 @@ best() {
 
 # Issue 4, the next try at >= 94 %: fmnist-s with aMLP's tiny attention (d_attn 64) in every
 # block, 1.4x fmnist-s's FLOPs, under best's recipe. The two seeds above spread half a point
-# around 93.7 %; aMLP led gMLP by half a point in the 3-epoch comparison. About 4.5 hours on the
-# AVX2-only Zen 3 of session 7 (about 225 training images/s undisturbed).
+# around 93.7 %; aMLP led gMLP by half a point in the 3-epoch comparison. About 3.5 hours on the
+# AVX2-only Zen 3 since session 8's gate tiles (about 300 training images/s undisturbed; 225
+# before them).
 best_amlp() {
   run train runs/best-amlp-s60 60 --preset fmnist-s --set model=amlp --random-erase 0.25
 }
@@ -110,10 +111,9 @@ text_long() {
 # Issue 5, next verse with its training negatives drawn afresh each epoch (finetune's default for
 # pairs since session 8): aMLP, the paper's model for sentence pairs, pretrained for the preset's
 # 10 epochs, then finetuned on all 47,726 training pairs at a peak learning rate of 3e-4, to keep
-# the pretrained features: one epoch at finetune's default 2e-3 had stayed at
-# chance (and so did 700 steps of it again here, on this checkpoint: train accuracy 49.8 %, loss
-# 0.71). On the Zen 3 of session 8 a pretraining epoch takes about 6 minutes, a finetuning epoch
-# about 13.
+# the pretrained features: one epoch at finetune's default 2e-3 had stayed at chance (and so did
+# 700 steps of it again here, on this checkpoint: train accuracy 49.8 %, loss 0.71). On the Zen 3
+# of session 8 a pretraining epoch takes about 6 minutes, a finetuning epoch 13–15.
 next_verse() {
   run pretrain runs/nv/pre-amlp 10 --preset kjv-amlp
   # Session 8 ran 3 epochs (58.6 % test, still rising), then resumed it to 8: the cosine restarts

@@ -33,10 +33,11 @@ bool by_image(int64_t B) {
   return B >= threads && threads > 1 && !omp_in_parallel();
 }
 
-// Runs tile(b, t) for every image b, t being the thread that runs it.
+// Runs tile(b, t) for every image b, t being the thread that runs it: spread over the threads
+// (by_image) or all on this one.
 template <class Tile>
-void for_each_image(int64_t B, const Tile& tile) {
-  if (by_image(B)) {
+void for_each_image(bool spread, int64_t B, const Tile& tile) {
+  if (spread) {
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < B; ++b) tile(b, omp_get_thread_num());
   } else {
@@ -82,8 +83,8 @@ void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gam
   const ThreadScratch<T> sc({N * H, N * H, N, N}, save ? 0 : omp_get_max_threads());
   // At batch 1 (inference's latency) the threads share each image's rows. Backward, where each
   // thread adds into partial sums of its own, always runs whole images.
-  const bool rows_shared = !by_image(B) && !omp_in_parallel();
-  for_each_image(B, [&](int64_t img, int t) {
+  const bool spread = by_image(B), rows_shared = !spread && !omp_in_parallel();
+  for_each_image(spread, B, [&](int64_t img, int t) {
     // This image's (N, H) tiles and (N) statistics.
     T* vi = save ? vn + img * N * H : sc.at(t, 0);
     T* gi = save ? g + img * N * H : sc.at(t, 1);
@@ -146,7 +147,7 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
   enum { kDg, kDvn, kDW, kDb, kDgamma, kDbeta };
   const ThreadScratch<T> sc({N * H, N * H, N * N, N, H, H}, threads);
   for (int t = 0; t < threads; ++t) sc.zero_from(t, kDW);
-  for_each_image(B, [&](int64_t img, int t) {
+  for_each_image(by_image(B), B, [&](int64_t img, int t) {
     const T* vi = vn + img * N * H;
     const T* gi = g + img * N * H;
     // ∂L/∂g of this image: aMLP's attention reads it too, so then it is written there directly.
