@@ -52,24 +52,28 @@ expect_error "resume without a run" 1 "does not exist" -- "$GMLP" train --resume
 expect_error "unknown --set field" 1 "has no field 'nope'" -- "$GMLP" train --set nope=1 --out "$WORK/x"
 expect_error "bad --set value" 1 "invalid model config: gate" -- "$GMLP" train --set gate=sideways --out "$WORK/x"
 expect_error "bad --random-erase" 1 "random-erase" -- "$GMLP" train --random-erase 2 --train-limit 100 --out "$WORK/x"
+expect_error "bad --ema" 1 "invalid --ema 1" -- "$GMLP" train --ema 1 --train-limit 100 --out "$WORK/x"
 
-# --- a short run: the loss falls, and resume equals an uninterrupted run ------------------------
-run() { "$GMLP" train --preset fmnist-ti --train-limit 3000 --batch-size 100 --seed 7 --threads 2 "$@" 2>>"$WORK/train.log"; }
+# --- a short run: the loss falls, and resume equals an uninterrupted run (weights' average too) --
+run() { "$GMLP" train --preset fmnist-ti --train-limit 3000 --batch-size 100 --seed 7 --threads 2 --ema 0.9 "$@" 2>>"$WORK/train.log"; }
 if run --epochs 3 --out "$WORK/full" >/dev/null; then
   python3 - "$WORK/full/metrics.jsonl" <<'PY' && ok "training loss falls, metrics.jsonl complete" || bad "training loss falls"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-keys = {"epoch", "train_loss", "train_acc", "test_loss", "test_acc", "images_per_s", "seconds"}
+keys = {"epoch", "train_loss", "train_acc", "test_loss", "test_acc", "test_acc_ema", "images_per_s",
+        "seconds"}
 assert len(rows) == 3 and all(keys <= r.keys() for r in rows), rows
 assert rows[2]["train_loss"] < rows[0]["train_loss"], [r["train_loss"] for r in rows]
 assert rows[2]["test_acc"] > 0.5, rows[2]["test_acc"]  # chance is 0.1
+assert rows[2]["test_acc_ema"] > 0.5, rows[2]["test_acc_ema"]
 PY
 else
   bad "training run failed: $(tail -3 "$WORK/train.log")"
 fi
 run --epochs 1 --out "$WORK/split" >/dev/null && "$GMLP" train --resume "$WORK/split" --epochs 3 --threads 2 >/dev/null 2>>"$WORK/train.log"
 if cmp -s "$WORK/full/checkpoint.safetensors" "$WORK/split/checkpoint.safetensors" &&
-   cmp -s "$WORK/full/train_state.safetensors" "$WORK/split/train_state.safetensors"; then
+   cmp -s "$WORK/full/train_state.safetensors" "$WORK/split/train_state.safetensors" &&
+   cmp -s "$WORK/full/checkpoint_ema.safetensors" "$WORK/split/checkpoint_ema.safetensors"; then
   ok "resume after epoch 1 gives the same weights as an uninterrupted run"
 else
   bad "resume after epoch 1 differs from an uninterrupted run"
@@ -89,6 +93,16 @@ assert l.shape == (100, 10) and l.dtype == np.float32 and e["count"] == 100
 PY
 else
   bad "eval failed"
+fi
+# The moving average is a checkpoint like any other; flip TTA evaluates it on images and mirrors.
+if "$GMLP" eval --checkpoint "$WORK/full/checkpoint_ema.safetensors" --tta-flip --json >"$WORK/eval_tta.json"; then
+  python3 - "$WORK/eval_tta.json" <<'PY' && ok "eval --tta-flip on the moving average" || bad "eval --tta-flip"
+import json, sys
+e = json.load(open(sys.argv[1]))
+assert e["count"] == 10000 and e["tta_flip"] is True and e["accuracy"] > 0.5, e
+PY
+else
+  bad "eval --tta-flip failed"
 fi
 python3 - "$WORK/boot.png" <<'PY'
 # The first Fashion-MNIST test image (an ankle boot) as an 8-bit gray PNG, written by hand.

@@ -16,6 +16,7 @@
 #include "ops/cross_entropy.h"
 #include "tolerances.h"
 #include "train/checkpoint.h"
+#include "train/evaluate.h"
 #include "train/optimizer.h"
 
 namespace gmlp {
@@ -163,6 +164,8 @@ TEST_P(ReferenceParity, LogitsLossGradientsAndAdamWSteps) {
   acfg.weight_decay = std::stod(meta.at("weight_decay"));
   AdamW<float> opt(m.params(), acfg);
   const double lr = std::stod(meta.at("lr")), clip = std::stod(meta.at("clip_norm"));
+  const double ema_decay = std::stod(meta.at("ema_decay"));
+  std::vector<float> ema(m.weights(), m.weights() + m.num_params());  // timm's ModelEmaV2
   for (int k = 1; k <= std::stoi(meta.at("steps")); ++k) {
     const std::string tag = "step" + std::to_string(k) + ".";
     const float* lg = m.forward(images.data(), B, &train_mode);
@@ -173,6 +176,7 @@ TEST_P(ReferenceParity, LogitsLossGradientsAndAdamWSteps) {
     m.backward(dlogits.data());
     clip_grad_norm(m.grads(), m.num_params(), clip);
     opt.step(m.weights(), m.grads(), lr);
+    ema_update(ema.data(), m.weights(), m.num_params(), ema_decay);
     for (const ParamInfo& p : m.params()) {
       std::vector<float> got(m.weights() + p.offset, m.weights() + p.offset + p.numel);
       std::vector<float> want = io.read_f32(tag + p.name);
@@ -183,6 +187,16 @@ TEST_P(ReferenceParity, LogitsLossGradientsAndAdamWSteps) {
       }
       EXPECT_TRUE(close(tag + p.name, got.data(), want.data(), p.numel, tol::kTimmAdamW));
     }
+  }
+  for (const ParamInfo& p : m.params()) {
+    std::vector<float> got(ema.data() + p.offset, ema.data() + p.offset + p.numel);
+    std::vector<float> want = io.read_f32("ema." + p.name);
+    if (io.find("zero_grad." + p.name)) {  // averages of the rounding-noise steps, as above
+      const std::vector<float> zero = io.read_f32("zero_grad." + p.name);
+      for (int64_t i = 0; i < p.numel; ++i)
+        if (zero[i] != 0) got[i] = want[i] = 0;
+    }
+    EXPECT_TRUE(close("ema." + p.name, got.data(), want.data(), p.numel, tol::kTimmAdamW));
   }
   if (io.find("eval_logits")) {  // BatchNorm in eval mode, on the running statistics the steps left
     const float* eval = m.forward(images.data(), B);
@@ -342,6 +356,38 @@ TEST(Bf16, ModelTracksF32) {
   }
   EXPECT_GT(dot / std::sqrt(n1 * n2), 0.999) << "cosine similarity of the gradients";
   EXPECT_FALSE(close("logits", bf16.logits, f32.logits, 1e-6)) << "bf16 must actually round";
+}
+
+TEST(Evaluate, FlipTtaAveragesAnImageAndItsMirror) {
+  // 7 images in batches of 3 (a ragged last one): each image's logits under flip TTA are the
+  // mean of its own and those of the mirror image, each evaluated as a plain image.
+  const ModelConfig cfg = tiny_config();
+  auto m = make_model<float>(cfg);
+  Rng rng(41);
+  randomize(*m, rng);
+  m->plan(3, Mode::infer);
+  data::ImageSet set, mirrored;
+  set.count = 7, set.channels = cfg.in_chans, set.height = set.width = cfg.img_size;
+  set.classes = cfg.num_classes;
+  const int S = cfg.img_size;
+  for (int64_t i = 0; i < int64_t(set.count) * set.channels * S * S; ++i)
+    set.pixels.push_back(uint8_t(rng.next() % 256));
+  for (int i = 0; i < set.count; ++i) set.labels.push_back(uint8_t(i % cfg.num_classes));
+  mirrored = set;
+  for (int64_t row = 0; row < int64_t(set.count) * set.channels * S; ++row)
+    std::reverse(mirrored.pixels.begin() + row * S, mirrored.pixels.begin() + (row + 1) * S);
+  const data::Normalization norm{{0.4f, 0.6f}, {0.3f, 0.5f}};
+  std::vector<float> plain, flipped, tta;
+  evaluate(*m, set, norm, 0, &plain);
+  evaluate(*m, mirrored, norm, 0, &flipped);
+  const EvalResult r = evaluate(*m, set, norm, 0, &tta, true);
+  ASSERT_EQ(r.count, 7);
+  std::vector<float> want(plain.size());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = 0.5f * (plain[i] + flipped[i]);
+  EXPECT_TRUE(close("flip TTA logits", tta.data(), want.data(), int64_t(want.size()), tol::kInvariance));
+  double differs = 0;  // the mirror changes the logits: the test would notice a missing flip
+  for (size_t i = 0; i < want.size(); ++i) differs = std::max(differs, double(std::abs(plain[i] - flipped[i])));
+  EXPECT_GT(differs, 1e-3);
 }
 
 TEST(Model, InitMatchesTimm) {

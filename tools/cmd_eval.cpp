@@ -16,7 +16,7 @@ void add_eval(CLI::App& app) {
   struct Args {
     std::string checkpoint, split = "test", logits, data_dir = data::kFashionMnistDir, precision = "f32";
     int limit = 0, batch_size = 256, threads = 0;
-    bool json = false;
+    bool json = false, tta_flip = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("eval", "Evaluate a checkpoint on Fashion-MNIST");
@@ -27,6 +27,7 @@ void add_eval(CLI::App& app) {
   sub->add_option("--batch-size", args->batch_size, "Images per forward pass")->capture_default_str();
   sub->add_option("--data-dir", args->data_dir, "Folder with the IDX files")->capture_default_str();
   sub->add_flag("--json", args->json, "Print one JSON object");
+  sub->add_flag("--tta-flip", args->tta_flip, "Average each image's logits with its mirror image's (test-time augmentation)");
   sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
   add_threads_option(*sub, args->threads);
@@ -40,16 +41,16 @@ void add_eval(CLI::App& app) {
     ck.model->plan(args->batch_size, Mode::infer);
     std::vector<float> logits;
     const EvalResult r = evaluate(*ck.model, set, ck.norm, args->limit,
-                                  args->logits.empty() ? nullptr : &logits);
+                                  args->logits.empty() ? nullptr : &logits, args->tta_flip);
     if (!args->logits.empty())
       save_npy_f32(args->logits, logits.data(), {r.count, ck.config.num_classes});
     if (args->json)
-      std::printf("{\"count\": %d, \"accuracy\": %.6f, \"loss\": %.6f, \"seconds\": %.3f}\n", r.count,
-                  r.accuracy, r.loss, r.seconds);
+      std::printf("{\"count\": %d, \"accuracy\": %.6f, \"loss\": %.6f, \"tta_flip\": %s, \"seconds\": %.3f}\n",
+                  r.count, r.accuracy, r.loss, args->tta_flip ? "true" : "false", r.seconds);
     else
-      std::printf("%s %s: accuracy %.2f%% (%d images), loss %.4f, %.1f s\n",
-                  args->checkpoint.c_str(), args->split.c_str(), 100 * r.accuracy, r.count, r.loss,
-                  r.seconds);
+      std::printf("%s %s%s: accuracy %.2f%% (%d images), loss %.4f, %.1f s\n",
+                  args->checkpoint.c_str(), args->split.c_str(), args->tta_flip ? " (flip TTA)" : "",
+                  100 * r.accuracy, r.count, r.loss, r.seconds);
   });
 }
 

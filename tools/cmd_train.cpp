@@ -30,6 +30,7 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
   sub.add_option("--mix-prob", o.mix_prob, "Chance a batch is mixed when Mixup or CutMix is on (DeiT 1.0)")->capture_default_str();
   sub.add_option("--switch-prob", o.switch_prob, "Chance of CutMix rather than Mixup when both are on (DeiT 0.5)")->capture_default_str();
   sub.add_option("--random-erase", o.erase_prob, "Random erasing probability per image (0: off; DeiT 0.25)")->capture_default_str();
+  sub.add_option("--ema", o.ema_decay, "Keep a moving average of the weights with this decay per step, evaluated each epoch and saved as checkpoint_ema.safetensors (0: off; DeiT 0.99996)")->capture_default_str();
   sub.add_option("--drop-path", f.drop_path, "Stochastic depth of the last block, linear in depth from 0 (default: the preset's; DeiT-S 0.1)");
   sub.add_option("--set", f.sets, "Override a model config field, e.g. --set gate=additive --set dim=96 (see `gmlp info --json`)");
   sub.add_option("--seed", o.seed, "Seed of initialisation, order, augmentation")->capture_default_str();

@@ -18,13 +18,13 @@ void check_compatible(const ModelConfig& cfg, const data::ImageSet& set, const s
 }
 
 EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::Normalization& norm,
-                    int limit, std::vector<float>* logits) {
+                    int limit, std::vector<float>* logits, bool flip_tta) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& cfg = model.config();
   const int n = limit > 0 ? std::min(limit, set.count) : set.count;
   const int64_t B = model.planned_batch(), K = cfg.num_classes, C = cfg.in_chans, S = cfg.img_size;
   const int64_t image_size = C * S * S;
-  std::vector<float> input(B * image_size), probs(B * K);
+  std::vector<float> input(B * image_size), probs(B * K), mean_logits(flip_tta ? B * K : 0);
   std::vector<int32_t> labels(B);
   if (logits) logits->assign(int64_t(n) * K, 0.f);
   EvalResult r;
@@ -39,6 +39,15 @@ EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::
                             set.pixels.data() + (start + i) * image_size, int(C), int(S), norm);
     for (int64_t i = 0; i < b; ++i) labels[i] = set.labels[start + i];
     const float* out = model.infer(input.data(), b);
+    if (flip_tta) {
+      std::copy(out, out + b * K, mean_logits.data());
+#pragma omp parallel for schedule(static)
+      for (int64_t row = 0; row < b * C * S; ++row)
+        std::reverse(input.data() + row * S, input.data() + (row + 1) * S);
+      out = model.infer(input.data(), b);
+      for (int64_t i = 0; i < b * K; ++i) mean_logits[i] = 0.5f * (mean_logits[i] + out[i]);
+      out = mean_logits.data();
+    }
     loss_sum += double(cross_entropy_forward(probs.data(), out, labels.data(), b, K, 0.f)) * b;
     for (int64_t i = 0; i < b; ++i) {
       const float* row = out + i * K;

@@ -17,9 +17,11 @@ struct EvalResult {
 };
 
 // Evaluates the first `limit` images (all when limit <= 0) in batches of up to the model's
-// planned batch. logits, when given, receives (count, K) in file order.
+// planned batch. logits, when given, receives (count, K) in file order. With flip_tta, an
+// image's logits are the mean of its own and its mirror image's (test-time augmentation with
+// the training's horizontal flip; twice the work).
 EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::Normalization& norm,
-                    int limit = 0, std::vector<float>* logits = nullptr);
+                    int limit = 0, std::vector<float>* logits = nullptr, bool flip_tta = false);
 
 // Checks that a data set fits a model (channels, size, classes); throws a one-line error naming
 // `source` otherwise.

@@ -67,6 +67,13 @@ double clip_grad_norm(T* g, int64_t n, double max_norm) {
   return norm;
 }
 
+template <class T>
+void ema_update(T* ema, const T* w, int64_t n, double decay) {
+  const T rate = T(1.0 - decay);
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) ema[i] += rate * (w[i] - ema[i]);
+}
+
 double lr_schedule(int64_t step, int64_t total, int64_t warmup, double lr, double min_lr) {
   if (warmup > 0 && step < warmup) return lr * double(step + 1) / double(warmup);
   if (total <= warmup) return lr;
@@ -78,5 +85,7 @@ template class AdamW<float>;
 template class AdamW<double>;
 template double clip_grad_norm<float>(float*, int64_t, double);
 template double clip_grad_norm<double>(double*, int64_t, double);
+template void ema_update<float>(float*, const float*, int64_t, double);
+template void ema_update<double>(double*, const double*, int64_t, double);
 
 }  // namespace gmlp

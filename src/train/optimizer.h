@@ -2,7 +2,7 @@
 //   w -= lr·wd·w (decay only where ParamInfo::decay);  m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²
 //   w -= lr/(1-β1^t) · m / (sqrt(v)/sqrt(1-β2^t) + eps)
 // plus global-norm gradient clipping (torch.nn.utils.clip_grad_norm_) and the learning-rate
-// schedule (linear warmup, then cosine decay to a floor).
+// schedule (linear warmup, then cosine decay to a floor), and the weights' moving average.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +41,12 @@ class AdamW {
 // max_norm / (norm + 1e-6), applied only when below 1). Returns the norm before clipping.
 template <class T>
 double clip_grad_norm(T* g, int64_t n, double max_norm);
+
+// One step of an exponential moving average of the weights, as timm's ModelEmaV2 (DeiT's
+// --model-ema): ema += (1-decay)·(w - ema) over all n entries, buffers included (timm averages
+// the whole state_dict, BatchNorm's running statistics too).
+template <class T>
+void ema_update(T* ema, const T* w, int64_t n, double decay);
 
 // Linear warmup from lr/warmup to lr over `warmup` steps, then cosine decay to min_lr at `total`.
 double lr_schedule(int64_t step, int64_t total, int64_t warmup, double lr, double min_lr);

@@ -14,7 +14,8 @@ namespace fs = std::filesystem;
 RunFiles::RunFiles(const std::string& dir)
     : checkpoint((fs::path(dir) / "checkpoint.safetensors").string()),
       state((fs::path(dir) / "train_state.safetensors").string()),
-      metrics((fs::path(dir) / "metrics.jsonl").string()) {}
+      metrics((fs::path(dir) / "metrics.jsonl").string()),
+      ema((fs::path(dir) / "checkpoint_ema.safetensors").string()) {}
 
 uint64_t epoch_seed(uint64_t seed, int epoch) {
   return seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull * uint64_t(epoch + 1);

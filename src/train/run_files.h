@@ -1,6 +1,7 @@
 // The run folder every trainer keeps (image classification, MLM pretraining, finetuning):
 //   checkpoint.safetensors   the model, written atomically after every epoch
 //   train_state.safetensors  AdamW moments and the marks --resume needs (epoch, step, options)
+//   checkpoint_ema.safetensors  the weights' moving average, when the run keeps one (--ema)
 //   metrics.jsonl            one JSON object per finished epoch
 // and the per-epoch RNG seeding that makes a resumed run continue exactly as an uninterrupted one.
 #pragma once
@@ -16,7 +17,7 @@
 namespace gmlp {
 
 struct RunFiles {
-  std::string checkpoint, state, metrics;
+  std::string checkpoint, state, metrics, ema;
   explicit RunFiles(const std::string& dir);
 };
 

@@ -32,7 +32,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainOptions, data_dir, epochs, 
                                                 min_lr, warmup_epochs, weight_decay, clip_norm,
                                                 label_smoothing, crop_padding, hflip,
                                                 mixup_alpha, cutmix_alpha, mix_prob, switch_prob,
-                                                erase_prob, seed, train_limit, precision)
+                                                erase_prob, ema_decay, seed, train_limit,
+                                                precision)
 
 nlohmann::json TrainOptions::to_json() const { return *this; }
 
@@ -40,15 +41,27 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) { return j.get<Tra
 
 namespace {
 
-void save_run(const RunFiles& files, const Model<float>& model, AdamW<float>& opt,
-              const data::Normalization& norm, const std::vector<std::string>& classes,
-              const TrainOptions& options, int epoch, int64_t step,
-              const std::vector<nlohmann::json>& metrics) {
-  // The state goes first: a crash between the two renames leaves a checkpoint one epoch behind
+void save_run(const RunFiles& files, const Model<float>& model, const Model<float>* ema,
+              AdamW<float>& opt, const data::Normalization& norm,
+              const std::vector<std::string>& classes, const TrainOptions& options, int epoch,
+              int64_t step, const std::vector<nlohmann::json>& metrics) {
+  // The state goes first: a crash between the renames leaves a checkpoint one epoch behind
   // its state, which resume detects by the epoch marks.
   save_run_state(files, opt, RunState{epoch, step, opt.steps(), options.to_json(), {}, {}}, metrics);
-  save_checkpoint(files.checkpoint, model, norm, classes,
-                  {{"epoch", std::to_string(epoch)}, {"step", std::to_string(step)}});
+  const std::map<std::string, std::string> marks = {{"epoch", std::to_string(epoch)},
+                                                    {"step", std::to_string(step)}};
+  if (ema) save_checkpoint(files.ema, *ema, norm, classes, marks);
+  save_checkpoint(files.checkpoint, model, norm, classes, marks);
+}
+
+// A checkpoint of the run in `files` that must be from the state's epoch.
+Checkpoint load_at_epoch(const RunFiles& files, const std::string& path, int epoch) {
+  Checkpoint ck = load_checkpoint(path);
+  if (ck.metadata["epoch"] != std::to_string(epoch))
+    fail("failed to resume: '", path, "' is from epoch ", ck.metadata["epoch"], " but '",
+         files.state, "' from epoch ", epoch,
+         " (the run was killed while saving; delete the folder and start again)");
+  return ck;
 }
 
 }  // namespace
@@ -61,7 +74,9 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
   fs::create_directories(opt.out_dir, ec);
   if (ec) fail("failed to create run folder '", opt.out_dir, "': ", ec.message());
 
-  std::unique_ptr<Model<float>> model;
+  if (!(opt.ema_decay >= 0 && opt.ema_decay < 1))
+    fail("invalid --ema ", opt.ema_decay, ": the decay must be in [0, 1) (0: off)");
+  std::unique_ptr<Model<float>> model, ema;  // ema: the weights' moving average, when kept
   data::Normalization norm;
   int start_epoch = 0;
   int64_t step = 0;
@@ -79,18 +94,24 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
     step = state.step;
     opt.out_dir = options_in.out_dir;
     if (epochs_wanted > 0) opt.epochs = epochs_wanted;
-    Checkpoint ck = load_checkpoint(files.checkpoint);
-    if (ck.metadata["epoch"] != std::to_string(start_epoch))
-      fail("failed to resume: '", files.checkpoint, "' is from epoch ", ck.metadata["epoch"],
-           " but '", files.state, "' from epoch ", start_epoch,
-           " (the run was killed while saving; delete the folder and start again)");
+    Checkpoint ck = load_at_epoch(files, files.checkpoint, start_epoch);
     model = std::move(ck.model);
     norm = ck.norm;
+    if (opt.ema_decay > 0) {
+      if (!fs::exists(files.ema))
+        fail("failed to resume: the run keeps a moving average (--ema ", opt.ema_decay, ") but '",
+             files.ema, "' does not exist");
+      ema = std::move(load_at_epoch(files, files.ema, start_epoch).model);
+    }
   } else {
     model = make_model<float>(config_in);
     Rng init_rng(opt.seed);
     model->init(init_rng);
     norm = data::Normalization::gmlp_default(config_in.in_chans);
+    if (opt.ema_decay > 0) {  // the average starts at the initial weights, as timm's
+      ema = make_model<float>(config_in);
+      std::copy_n(model->weights(), model->num_params(), ema->weights());
+    }
   }
   const ModelConfig& cfg = model->config();
   const Precision precision = use_precision(opt.precision);
@@ -107,6 +128,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
   const int64_t warmup_steps = int64_t(opt.warmup_epochs * double(steps_per_epoch));
 
   model->plan(B);
+  if (ema) ema->plan(B, Mode::infer);
   AdamWConfig acfg;
   acfg.weight_decay = opt.weight_decay;
   AdamW<float> adamw(model->params(), acfg);
@@ -189,6 +211,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
       clip_grad_norm(model->grads(), model->num_params(), opt.clip_norm);
       lr = lr_schedule(step, total_steps, warmup_steps, opt.lr, opt.min_lr);
       adamw.step(model->weights(), model->grads(), lr);
+      if (ema) ema_update(ema->weights(), model->weights(), model->num_params(), opt.ema_decay);
       loss_sum += double(loss) * B;
       seen += B;
       train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count();
@@ -202,6 +225,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
     }
     progress.finish();
     const EvalResult ev = evaluate(*model, test_set, norm);
+    const EvalResult ev_ema = ema ? evaluate(*ema, test_set, norm) : EvalResult{};
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_epoch).count();
     nlohmann::json m = {{"epoch", epoch + 1},
@@ -214,14 +238,23 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
                         {"images_per_s", train_seconds > 0 ? double(seen) / train_seconds : 0.0},
                         {"gflops_per_s", train_seconds > 0 ? flops_per_step * double(steps_per_epoch) / train_seconds / 1e9 : 0.0},
                         {"seconds", seconds},
-                        {"eval_seconds", ev.seconds}};
+                        {"eval_seconds", ev.seconds + ev_ema.seconds}};
+    std::string ema_line;
+    if (ema) {
+      m["test_loss_ema"] = ev_ema.loss;
+      m["test_acc_ema"] = ev_ema.accuracy;
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "  ema acc %.2f%%", 100 * ev_ema.accuracy);
+      ema_line = buf;
+    }
     metrics.push_back(m);
     result.best_test_acc = std::max(result.best_test_acc, ev.accuracy);
     result.final_test_acc = ev.accuracy;
-    std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  (%.0f img/s, %s)\n",
+    std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%%s  (%.0f img/s, %s)\n",
                  epoch + 1, opt.epochs, m["train_loss"].get<double>(), 100 * m["train_acc"].get<double>(),
-                 ev.loss, 100 * ev.accuracy, m["images_per_s"].get<double>(), format_duration(seconds).c_str());
-    save_run(files, *model, adamw, norm, train_set.class_names, opt, epoch + 1, step, metrics);
+                 ev.loss, 100 * ev.accuracy, ema_line.c_str(), m["images_per_s"].get<double>(),
+                 format_duration(seconds).c_str());
+    save_run(files, *model, ema.get(), adamw, norm, train_set.class_names, opt, epoch + 1, step, metrics);
     ++result.epochs_run;
   }
   if (!metrics.empty()) result.final_test_acc = metrics.back().value("test_acc", 0.0);

@@ -11,6 +11,8 @@ gives it random weights (fixed seed), computes everything in float64 and saves f
                             grad.<name> for every parameter, then for 3 AdamW steps on the same
                             batch (two param groups as timm, clip_grad_norm 1.0):
                             step<k>.loss (loss before update k) and step<k>.<name> (after it).
+                            ema.<name>: timm's ModelEmaV2 (decay ema_decay) of the weights
+                            and float buffers, made before step 1 and updated after each step.
                             Models with BatchNorm also get eval_logits: the logits in eval mode
                             (running statistics) after the last step.
                             Metadata: config (JSON) and the optimizer/loss settings.
@@ -23,6 +25,7 @@ import sys
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
+from timm.utils import ModelEmaV2
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
@@ -56,7 +59,7 @@ CASES = {
     "cnn": kind("cnn", dim=4, depth=1),
 }
 OPT = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.05, clip_norm=1.0,
-           label_smoothing=0.1, steps=3)
+           label_smoothing=0.1, steps=3, ema_decay=0.8)
 
 
 def param_groups(model):
@@ -117,15 +120,20 @@ def make_case(name, case, out_dir):
     params = [p for _, p in model.named_parameters()]
     opt = torch.optim.AdamW(param_groups(model), lr=OPT["lr"], betas=(OPT["beta1"], OPT["beta2"]),
                             eps=OPT["eps"])
+    ema = ModelEmaV2(model, decay=OPT["ema_decay"])  # timm's (DeiT's --model-ema), from here on
     for k in range(1, OPT["steps"] + 1):
         opt.zero_grad()
         loss = loss_of(model(x))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, OPT["clip_norm"])
         opt.step()
+        ema.update(model)
         io[f"step{k}.loss"] = f32(loss.reshape(1))
         for pname, p in list(model.named_parameters()) + buffers:
             io[f"step{k}.{pname}"] = f32(p)
+    ema_state = ema.module.state_dict()
+    for pname, _ in list(model.named_parameters()) + buffers:
+        io[f"ema.{pname}"] = f32(ema_state[pname])
     if buffers:  # BatchNorm: eval mode (running statistics) after the steps
         with torch.no_grad():
             io["eval_logits"] = f32(model.eval()(x))
