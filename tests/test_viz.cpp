@@ -82,6 +82,20 @@ TEST(Viz, TrainingCurvesDrawEachSplitTheRowsHold) {
   EXPECT_GT(count(b, test), 300);
 }
 
+TEST(Viz, TrainingCurvesDrawTheMovingAverageWhenLogged) {
+  const Rgb ema{118, 42, 131};
+  std::vector<nlohmann::json> plain, averaged;  // image training without and with --ema
+  for (int e = 1; e <= 4; ++e) {
+    plain.push_back({{"epoch", e}, {"train_acc", 0.2 * e}, {"test_acc", 0.2 * e + 0.01},
+                     {"train_loss", 2.0 / e}, {"test_loss", 1.9 / e}});
+    averaged.push_back(plain.back());
+    averaged.back()["test_acc_ema"] = 0.2 * e - 0.05;
+    averaged.back()["test_loss_ema"] = 2.1 / e;
+  }
+  EXPECT_EQ(count(render_training_curves(plain, "plain"), ema), 0);
+  EXPECT_GT(count(render_training_curves(averaged, "ema"), ema), 500);
+}
+
 TEST(Viz, RunsShareTestAccuracyOrElseDevLoss) {
   std::vector<std::pair<std::string, std::vector<nlohmann::json>>> runs(2);
   for (int i = 0; i < 2; ++i) {

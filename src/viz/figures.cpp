@@ -141,17 +141,23 @@ Rgb palette(int i) {  // Tableau 10
 }
 
 Canvas render_training_curves(const std::vector<nlohmann::json>& rows, const std::string& title) {
-  // Image training logs train and test; pretraining train and dev; finetuning all three.
-  const std::pair<const char*, Rgb> splits[] = {
-      {"train", {33, 102, 172}}, {"dev", {27, 158, 119}}, {"test", {214, 96, 77}}};
+  // Image training logs train and test (and the weights' moving average on test, with --ema);
+  // pretraining train and dev; finetuning all three splits.
+  struct Series {
+    const char *name, *acc_key, *loss_key;
+    Rgb color;
+  };
+  const Series series[] = {{"train", "train_acc", "train_loss", {33, 102, 172}},
+                           {"dev", "dev_acc", "dev_loss", {27, 158, 119}},
+                           {"test", "test_acc", "test_loss", {214, 96, 77}},
+                           {"test, EMA", "test_acc_ema", "test_loss_ema", {118, 42, 131}}};
   Panel acc{"accuracy (%)", "epoch", {}}, loss{"loss", "epoch", {}};
-  for (const auto& [split, color] : splits) {
-    Curve a{split, {}, {}, color}, l{split, {}, {}, color};
-    const std::string acc_key = std::string(split) + "_acc", loss_key = std::string(split) + "_loss";
+  for (const Series& s : series) {
+    Curve a{s.name, {}, {}, s.color}, l{s.name, {}, {}, s.color};
     for (const auto& r : rows) {
       const double e = r.value("epoch", 0.0);
-      if (r.contains(acc_key) && r[acc_key].is_number()) a.x.push_back(e), a.y.push_back(100 * r[acc_key].get<double>());
-      if (r.contains(loss_key) && r[loss_key].is_number()) l.x.push_back(e), l.y.push_back(r[loss_key].get<double>());
+      if (r.contains(s.acc_key) && r[s.acc_key].is_number()) a.x.push_back(e), a.y.push_back(100 * r[s.acc_key].get<double>());
+      if (r.contains(s.loss_key) && r[s.loss_key].is_number()) l.x.push_back(e), l.y.push_back(r[s.loss_key].get<double>());
     }
     if (!a.x.empty()) acc.curves.push_back(std::move(a));
     if (!l.x.empty()) loss.curves.push_back(std::move(l));
