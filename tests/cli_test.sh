@@ -140,9 +140,9 @@ expect_error "malformed metrics.jsonl" 1 "line 2 is not a JSON object" -- "$GMLP
 import json, sys; j = json.load(sys.stdin)
 assert all(j[k] > 0 for k in ('train_images_per_s', 'infer_images_per_s', 'peak_rss_mb'))" && ok "bench --json" || bad "bench --json"
 
-# --- compare: two models, one budget, DeiT's regularisation on -----------------------------------
+# --- compare: two models, one budget, DeiT's regularisation and the moving average on -----------
 if "$GMLP" compare fmnist-ti fmnist-ti:gate=additive --epochs 1 --train-limit 500 --batch-size 100 \
-     --mixup 0.8 --cutmix 1 --random-erase 0.25 --drop-path 0.1 --threads 2 --out "$WORK/cmp" \
+     --mixup 0.8 --cutmix 1 --random-erase 0.25 --drop-path 0.1 --ema 0.9 --threads 2 --out "$WORK/cmp" \
      >"$WORK/cmp.out" 2>>"$WORK/train.log" && python3 - "$WORK/cmp" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -150,8 +150,9 @@ rows = json.load(open(f"{d}/compare.json"))
 assert [r["label"] for r in rows] == ["fmnist-ti", "fmnist-ti:gate=additive"], rows
 assert rows[1]["params"] > rows[0]["params"]  # the additive gate keeps all F channels
 assert all(0.1 < r["final_test_acc"] <= 1 and r["epochs"] == 1 for r in rows), rows
+assert all(0 < r["final_test_acc_ema"] <= 1 for r in rows), rows
 md = open(f"{d}/compare.md").read()
-assert md.count("| fmnist-ti") == 2, md
+assert md.count("| fmnist-ti") == 2 and "final test acc, EMA |" in md and "decay 0.9 " in md, md
 for name in ("accuracy.png", "train_test.png"):
     assert open(f"{d}/{name}", "rb").read(8) == b"\x89PNG\r\n\x1a\n", name
 PY

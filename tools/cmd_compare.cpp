@@ -1,6 +1,7 @@
 // gmlp compare: trains several models under one budget (same epochs, data, augmentation, seed
 // and optimiser settings), then writes what a reader wants side by side:
 //   DIR/compare.md      model, params, FLOPs/image, train time, best and final test accuracy
+//                       (and the final accuracy of the weights' moving average, with --ema)
 //   DIR/compare.json    the same, for machines
 //   DIR/accuracy.png    test accuracy against epoch, every model in one plot
 //   DIR/train_test.png  train against test accuracy, one panel per model
@@ -28,6 +29,7 @@ struct Row {
   std::string label, model;
   int64_t params = 0;
   double mflops = 0, seconds = 0, images_per_s = 0, best = 0, final = 0;
+  double final_ema = 0;  // the weights' moving average at the end (with --ema)
   int epochs = 0;
   std::vector<nlohmann::json> metrics;
 };
@@ -58,21 +60,29 @@ std::string folder_name(std::string label) {
 }
 
 std::string markdown(const std::vector<Row>& rows, const TrainOptions& opt) {
+  const bool ema = opt.ema_decay > 0;
   char line[512];
-  std::string md = "| model | params | MFLOPs/image | train time | images/s | best test acc | final test acc |\n"
-                   "|---|---:|---:|---:|---:|---:|---:|\n";
+  std::string md = std::string("| model | params | MFLOPs/image | train time | images/s | best test acc | final test acc |") +
+                   (ema ? " final test acc, EMA |\n" : "\n") + "|---|---:|---:|---:|---:|---:|---:|" +
+                   (ema ? "---:|\n" : "\n");
   for (const Row& r : rows) {
-    std::snprintf(line, sizeof line, "| %s | %.2fM | %.1f | %.1f min | %.0f | %.2f %% | %.2f %% |\n",
+    std::snprintf(line, sizeof line, "| %s | %.2fM | %.1f | %.1f min | %.0f | %.2f %% | %.2f %% |",
                   r.label.c_str(), r.params / 1e6, r.mflops, r.seconds / 60, r.images_per_s,
                   100 * r.best, 100 * r.final);
     md += line;
+    if (ema) std::snprintf(line, sizeof line, " %.2f %% |", 100 * r.final_ema), md += line;
+    md += "\n";
   }
   std::snprintf(line, sizeof line,
                 "\n%d epochs each, batch %d, lr %g, weight decay %g, label smoothing %g, mixup %g, "
-                "cutmix %g, random erasing %g, seed %llu; train time excludes evaluation.\n",
+                "cutmix %g, random erasing %g, seed %llu; train time excludes evaluation.",
                 opt.epochs, opt.batch_size, opt.lr, opt.weight_decay, opt.label_smoothing,
                 opt.mixup_alpha, opt.cutmix_alpha, opt.erase_prob, (unsigned long long)opt.seed);
-  return md + line;
+  md += line;
+  if (ema)
+    std::snprintf(line, sizeof line, " EMA: the weights' moving average, decay %g per step.", opt.ema_decay),
+        md += line;
+  return md + "\n";
 }
 
 void write_figures(const std::vector<Row>& rows, const std::string& dir) {
@@ -150,7 +160,10 @@ void add_compare(CLI::App& app) {
         r.best = std::max(r.best, m.value("test_acc", 0.0));
         speeds.push_back(m.value("images_per_s", 0.0));
       }
-      if (!r.metrics.empty()) r.final = r.metrics.back().value("test_acc", 0.0);
+      if (!r.metrics.empty()) {
+        r.final = r.metrics.back().value("test_acc", 0.0);
+        r.final_ema = r.metrics.back().value("test_acc_ema", 0.0);
+      }
       if (!speeds.empty()) {
         std::sort(speeds.begin(), speeds.end());
         r.images_per_s = speeds[speeds.size() / 2];
@@ -160,11 +173,13 @@ void add_compare(CLI::App& app) {
       // After every model: a killed comparison still leaves a table of what finished.
       write_file_atomic((fs::path(args->out) / "compare.md").string(), markdown(rows, job.options));
       nlohmann::json j = nlohmann::json::array();
-      for (const Row& row : rows)
+      for (const Row& row : rows) {
         j.push_back({{"label", row.label}, {"model", row.model}, {"params", row.params},
                      {"mflops_per_image", row.mflops}, {"train_seconds", row.seconds},
                      {"images_per_s", row.images_per_s}, {"best_test_acc", row.best},
                      {"final_test_acc", row.final}, {"epochs", row.epochs}});
+        if (job.options.ema_decay > 0) j.back()["final_test_acc_ema"] = row.final_ema;
+      }
       write_file_atomic((fs::path(args->out) / "compare.json").string(), j.dump(2) + "\n");
       write_figures(rows, args->out);
     }
