@@ -8,6 +8,16 @@
 
 namespace gmlp::cli {
 
+namespace {
+// ", moving average 93.10%" when the run keeps one (--ema), else nothing.
+std::string ema_summary(const TrainResult& r) {
+  if (r.final_test_acc_ema < 0) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, ", moving average %.2f%%", 100 * r.final_test_acc_ema);
+  return buf;
+}
+}  // namespace
+
 void add_threads_option(CLI::App& sub, int& threads) {
   sub.add_option("--threads", threads, "Threads for matrix products and loops (0: all cores)")
       ->capture_default_str();
@@ -105,15 +115,16 @@ void add_train(CLI::App& app) {
       opt.out_dir = args->resume;
       if (!args->flags.epochs->count()) opt.epochs = 0;  // keep the run's own
       const TrainResult r = train(ModelConfig{}, opt, true);
-      std::printf("test accuracy %.2f%% (best %.2f%%) after %d more epochs in %.0f s\n",
-                  100 * r.final_test_acc, 100 * r.best_test_acc, r.epochs_run, r.seconds);
+      std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d more epochs in %.0f s\n",
+                  100 * r.final_test_acc, 100 * r.best_test_acc, ema_summary(r).c_str(),
+                  r.epochs_run, r.seconds);
       return;
     }
     const auto [cfg, opt] = resolve_training(find_preset(args->preset), args->flags);
     const TrainResult r = train(cfg, opt, false);
-    std::printf("test accuracy %.2f%% (best %.2f%%) after %d epochs in %.0f s; run in %s\n",
-                100 * r.final_test_acc, 100 * r.best_test_acc, r.epochs_run, r.seconds,
-                opt.out_dir.c_str());
+    std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d epochs in %.0f s; run in %s\n",
+                100 * r.final_test_acc, 100 * r.best_test_acc, ema_summary(r).c_str(),
+                r.epochs_run, r.seconds, opt.out_dir.c_str());
   });
 }
 

@@ -257,7 +257,10 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
     save_run(files, *model, ema.get(), adamw, norm, train_set.class_names, opt, epoch + 1, step, metrics);
     ++result.epochs_run;
   }
-  if (!metrics.empty()) result.final_test_acc = metrics.back().value("test_acc", 0.0);
+  if (!metrics.empty()) {
+    result.final_test_acc = metrics.back().value("test_acc", 0.0);
+    result.final_test_acc_ema = metrics.back().value("test_acc_ema", -1.0);
+  }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return result;
 }

@@ -50,6 +50,7 @@ struct TrainOptions {
 
 struct TrainResult {
   double final_test_acc = 0, best_test_acc = 0, seconds = 0;
+  double final_test_acc_ema = -1;  // the weights' moving average at the end; -1: none kept
   int epochs_run = 0;
 };
 
