@@ -69,13 +69,13 @@ Checkpoint load_at_epoch(const RunFiles& files, const std::string& path, int epo
 TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, bool resume) {
   const auto t_start = std::chrono::steady_clock::now();
   TrainOptions opt = options_in;
+  if (!(opt.ema_decay >= 0 && opt.ema_decay < 1))  // before the run folder exists
+    fail("invalid --ema ", opt.ema_decay, ": the decay must be in [0, 1) (0: off)");
   const RunFiles files(opt.out_dir);
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   if (ec) fail("failed to create run folder '", opt.out_dir, "': ", ec.message());
 
-  if (!(opt.ema_decay >= 0 && opt.ema_decay < 1))
-    fail("invalid --ema ", opt.ema_decay, ": the decay must be in [0, 1) (0: off)");
   std::unique_ptr<Model<float>> model, ema;  // ema: the weights' moving average, when kept
   data::Normalization norm;
   int start_epoch = 0;
