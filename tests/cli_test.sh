@@ -136,9 +136,14 @@ then ok "viz writes the spatial weights of blocks 0, 2, 3 and the curves as PNG"
 echo '{"epoch": 1}' >"$WORK/m.jsonl"; echo 'oops' >>"$WORK/m.jsonl"
 expect_error "malformed metrics.jsonl" 1 "line 2 is not a JSON object" -- "$GMLP" viz --metrics "$WORK/m.jsonl" --out "$WORK/viz2"
 "$GMLP" info --preset gmlp-s16 --json | grep -q '"params":19422656' && ok "gMLP-S/16 has 19,422,656 parameters" || bad "gMLP-S/16 parameter count"
-"$GMLP" bench --checkpoint "$CK" --batch-size 8 --reps 1 --warmup 1 --json | python3 -c "
+"$GMLP" bench --checkpoint "$CK" --batch-size 8 --reps 1 --warmup 1 --json --profile | python3 -c "
 import json, sys; j = json.load(sys.stdin)
-assert all(j[k] > 0 for k in ('train_images_per_s', 'infer_images_per_s', 'peak_rss_mb'))" && ok "bench --json" || bad "bench --json"
+assert all(j[k] > 0 for k in ('train_images_per_s', 'infer_images_per_s', 'peak_rss_mb'))
+train, infer, infer1 = (j[k] for k in ('profile_ms_per_step', 'profile_ms_per_infer_batch', 'profile_ms_per_infer1'))
+assert 'bwd.sgu' in train and 'optimizer' in train, train
+for p in (infer, infer1):  # inference runs forward ops only, the gate among them
+    assert 'fwd.sgu' in p and not any(k.startswith('bwd.') or k == 'optimizer' for k in p), p
+    assert sum(p.values()) > 0" && ok "bench --json --profile" || bad "bench --json --profile"
 
 # --- compare: two models, one budget, DeiT's regularisation and the moving average on -----------
 if "$GMLP" compare fmnist-ti fmnist-ti:gate=additive --epochs 1 --train-limit 500 --batch-size 100 \

@@ -49,6 +49,33 @@ Timing measure(F&& step, int images, int warmup, int reps) {
   return {rates[rates.size() / 2], rates.front(), rates.back()};
 }
 
+// Where `steps` runs of `step` spend their time, per op, slowest first, in seconds per run; the
+// time outside every op's scope is the entry "(untimed)".
+template <class F>
+std::vector<profile::Entry> profile_per_op(F&& step, int steps) {
+  profile::reset();
+  profile::enable(true);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  profile::enable(false);
+  std::vector<profile::Entry> prof = profile::entries();
+  double covered = 0;
+  for (const auto& e : prof) covered += e.seconds;
+  prof.push_back({"(untimed)", total - covered, steps});
+  for (auto& e : prof) e.seconds /= steps;
+  std::sort(prof.begin(), prof.end(), [](auto& a, auto& b) { return a.seconds > b.seconds; });
+  return prof;
+}
+
+void print_profile(const char* what, const std::vector<profile::Entry>& prof) {
+  double total = 0;
+  for (const auto& e : prof) total += e.seconds;
+  std::printf("\nper-op profile of %s (%.3f ms):\n", what, 1e3 * total);
+  for (const auto& e : prof)
+    std::printf("  %-22s %8.3f ms  %5.1f%%\n", e.name.c_str(), 1e3 * e.seconds, 100 * e.seconds / total);
+}
+
 }  // namespace
 
 void add_bench(CLI::App& app) {
@@ -68,7 +95,7 @@ void add_bench(CLI::App& app) {
   sub->add_flag("--json", args->json, "Print one JSON object");
   sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
-  sub->add_flag("--profile", args->profile, "Also print where a training step's time goes, per op");
+  sub->add_flag("--profile", args->profile, "Also print where the time of a training step, of batched inference and of batch-1 inference goes, per op");
   add_threads_option(*sub, args->threads);
   sub->callback([args] {
     if (args->preset.empty() == args->checkpoint.empty())
@@ -112,24 +139,18 @@ void add_bench(CLI::App& app) {
       adamw.step(model->weights(), model->grads(), 1e-4);
     };
     const Timing train = measure(train_step, int(B), args->warmup, args->reps);
-    std::vector<profile::Entry> prof;
-    const int prof_steps = 20;
-    if (args->profile) {
-      profile::reset();
-      profile::enable(true);
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < prof_steps; ++i) train_step();
-      const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      profile::enable(false);
-      prof = profile::entries();
-      double covered = 0;
-      for (const auto& e : prof) covered += e.seconds;
-      prof.push_back({"(untimed)", total - covered, prof_steps});
-      std::sort(prof.begin(), prof.end(), [](auto& a, auto& b) { return a.seconds > b.seconds; });
-    }
+    // Profiled runs: enough for about a second each at the measured speed.
+    const auto profile_steps = [](double per_s, int images) { return std::max(5, int(per_s / images)); };
+    std::vector<profile::Entry> prof_train, prof_infer, prof_infer1;
+    if (args->profile) prof_train = profile_per_op(train_step, profile_steps(train.median, int(B)));
     model->plan(B, Mode::infer);  // what eval and predict use
     const Timing infer = measure([&] { model->infer(input.data(), B); }, int(B), args->warmup, args->reps);
-    const Timing infer1 = measure([&] { model->forward(input.data(), 1); }, 1, args->warmup, args->reps);
+    const auto infer1_step = [&] { model->forward(input.data(), 1); };
+    const Timing infer1 = measure(infer1_step, 1, args->warmup, args->reps);
+    if (args->profile) {
+      prof_infer = profile_per_op([&] { model->infer(input.data(), B); }, profile_steps(infer.median, int(B)));
+      prof_infer1 = profile_per_op(infer1_step, profile_steps(infer1.median, 1));
+    }
     const double flops = model->flops_per_image();
     const double train_gflops = train.median * 3 * flops / 1e9, infer_gflops = infer.median * flops / 1e9;
     const double peak = peak_rss_mb();
@@ -152,7 +173,9 @@ void add_bench(CLI::App& app) {
                           {"infer1_latency_ms", 1e3 / infer1.median},
                           {"peak_rss_mb", peak},
                           {"rss_before_model_mb", rss_start}};
-      for (const auto& e : prof) j["profile_ms_per_step"][e.name] = 1e3 * e.seconds / prof_steps;
+      for (const auto& e : prof_train) j["profile_ms_per_step"][e.name] = 1e3 * e.seconds;
+      for (const auto& e : prof_infer) j["profile_ms_per_infer_batch"][e.name] = 1e3 * e.seconds;
+      for (const auto& e : prof_infer1) j["profile_ms_per_infer1"][e.name] = 1e3 * e.seconds;
       std::printf("%s\n", j.dump().c_str());
       return;
     }
@@ -163,12 +186,10 @@ void add_bench(CLI::App& app) {
     std::printf("inference b=1 %9.1f images/s  [%.1f, %.1f]  (%.3f ms)\n", infer1.median, infer1.min,
                 infer1.max, 1e3 / infer1.median);
     std::printf("peak RSS      %9.1f MB\n", peak);
-    if (!prof.empty()) {
-      double total = 0;
-      for (const auto& e : prof) total += e.seconds;
-      std::printf("\nper-op profile of a training step (%d steps):\n", prof_steps);
-      for (const auto& e : prof)
-        std::printf("  %-18s %8.3f ms  %5.1f%%\n", e.name.c_str(), 1e3 * e.seconds / prof_steps, 100 * e.seconds / total);
+    if (args->profile) {
+      print_profile(("a training step, batch " + std::to_string(B)).c_str(), prof_train);
+      print_profile(("inference, batch " + std::to_string(B)).c_str(), prof_infer);
+      print_profile("inference, batch 1", prof_infer1);
     }
   });
 }
