@@ -145,6 +145,56 @@ for p in (infer, infer1):  # inference runs forward ops only, the gate among the
     assert 'fwd.sgu' in p and not any(k.startswith('bwd.') or k == 'optimizer' for k in p), p
     assert sum(p.values()) > 0" && ok "bench --json --profile" || bad "bench --json --profile"
 
+# --- an image folder ({dir}/{split}/{class}/*.png): four Fashion-MNIST classes written as PNG ---
+if python3 - "$WORK/folder" <<'PY'
+import gzip, os, struct, sys, zlib
+root, src = sys.argv[1], "/usr/share/datasets/fashion-mnist"
+names = {0: "T-shirt-top", 1: "Trouser", 8: "Bag", 9: "Ankle boot"}
+def png(path, px):  # 28 x 28 gray, 8 bits
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    raw = b"".join(b"\0" + px[28 * y:28 * y + 28] for y in range(28))
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 8, 0, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+for split, prefix, n in (("train", "train", 2000), ("test", "t10k", 600)):
+    images = gzip.open(f"{src}/{prefix}-images-idx3-ubyte.gz").read()[16:]
+    labels = gzip.open(f"{src}/{prefix}-labels-idx1-ubyte.gz").read()[8:]
+    for i in range(n):
+        if labels[i] in names:
+            os.makedirs(f"{root}/{split}/{names[labels[i]]}", exist_ok=True)
+            png(f"{root}/{split}/{names[labels[i]]}/{i:05d}.png", images[784 * i:784 * i + 784])
+PY
+then
+  # At 32 × 32 (resized from 28) with a head of four outputs, the classes the folder has.
+  if "$GMLP" train --preset fmnist-ti --set img_size=32 --data-dir "$WORK/folder" --epochs 3 --batch-size 50 \
+       --threads 2 --out "$WORK/folder_run" 2>>"$WORK/train.log" >/dev/null &&
+     "$GMLP" eval --checkpoint "$WORK/folder_run/checkpoint.safetensors" --data-dir "$WORK/folder" --json \
+       >"$WORK/folder_eval.json" &&
+     "$GMLP" info --checkpoint "$WORK/folder_run/checkpoint.safetensors" --json >"$WORK/folder_info.json" &&
+     python3 - "$WORK" <<'PY'
+import glob, json, sys
+w = sys.argv[1]
+metrics = [json.loads(l) for l in open(f"{w}/folder_run/metrics.jsonl")]
+ev, info = json.load(open(f"{w}/folder_eval.json")), json.load(open(f"{w}/folder_info.json"))
+assert info["config"]["num_classes"] == 4 and info["config"]["img_size"] == 32, info["config"]
+assert ev["count"] == len(glob.glob(f"{w}/folder/test/*/*.png")), ev
+assert metrics[-1]["test_acc"] > 0.7, metrics[-1]  # four classes: chance is 0.25
+assert abs(ev["accuracy"] - metrics[-1]["test_acc"]) < 1e-6, (ev, metrics[-1])  # eval reads it as train did
+PY
+  then ok "train and eval on an image folder (4 classes, resized to 32 x 32)"; else bad "image folder training"; fi
+  "$GMLP" predict --checkpoint "$WORK/folder_run/checkpoint.safetensors" "$(ls "$WORK"/folder/test/Trouser/*.png | head -1)" \
+    | head -1 | grep -q "Trouser" && ok "predict names the image folder's classes" || bad "predict on the image folder model"
+  cp -r "$WORK/folder" "$WORK/folder2" && mv "$WORK/folder2/train/Bag" "$WORK/folder2/train/Bags" &&
+    mv "$WORK/folder2/test/Bag" "$WORK/folder2/test/Bags"
+  expect_error "eval on other classes" 1 "calls class 1 'Bags', but .* was trained with it as 'Bag'" -- \
+    "$GMLP" eval --checkpoint "$WORK/folder_run/checkpoint.safetensors" --data-dir "$WORK/folder2"
+  mkdir -p "$WORK/folder2/test/Unknown" && cp "$(ls "$WORK"/folder/test/Bag/*.png | head -1)" "$WORK/folder2/test/Unknown/"
+  expect_error "test class missing from train" 1 "class 'Unknown' is not a class of" -- \
+    "$GMLP" train --preset fmnist-ti --data-dir "$WORK/folder2" --out "$WORK/x"
+else
+  bad "writing the image folder"
+fi
+
 # --- compare: two models, one budget, DeiT's regularisation and the moving average on -----------
 if "$GMLP" compare fmnist-ti fmnist-ti:gate=additive --epochs 1 --train-limit 500 --batch-size 100 \
      --mixup 0.8 --cutmix 1 --random-erase 0.25 --drop-path 0.1 --ema 0.9 --threads 2 --out "$WORK/cmp" \

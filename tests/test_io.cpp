@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "data/idx.h"
+#include "data/image_folder.h"
 #include "files.h"
 #include "io/atomic_file.h"
 #include "io/image.h"
@@ -701,3 +702,65 @@ TEST(Idx, RejectsCountMismatchAndTrailingData) {
 }
 
 }  // namespace
+
+namespace {
+// Writes a size × size PNG of one gray level (channels 1) or one RGB colour (channels 3).
+void write_flat_png(const std::string& path, int size, std::initializer_list<uint8_t> colour) {
+  std::vector<uint8_t> hwc;
+  for (int i = 0; i < size * size; ++i) hwc.insert(hwc.end(), colour);
+  fs::create_directories(fs::path(path).parent_path());
+  gmlp::img::write_png(path, size, size, int(colour.size()), hwc.data());
+}
+}  // namespace
+
+// Classes are train's sub-folders in name order, images in file-name order within a class; each
+// image is converted to the wanted channels and size; files that are not images are skipped.
+TEST(ImageFolder, ReadsClassesAndImagesInNameOrder) {
+  const std::string root = tmp_path("folder");
+  write_flat_png(root + "/train/dog/b.png", 4, {200});
+  write_flat_png(root + "/train/dog/a.PNG", 4, {10});
+  write_flat_png(root + "/train/cat/z.png", 6, {255, 0, 0});  // RGB and another size
+  gmlp::write_file_atomic(root + "/train/cat/notes.txt", "not an image");
+  fs::create_directories(root + "/train/emu");                 // a class with no images yet
+  write_flat_png(root + "/test/dog/c.png", 4, {30});
+  ASSERT_TRUE(gmlp::data::is_image_folder(root));
+
+  const auto train = gmlp::data::load_images(root, "train", 1, 4);
+  EXPECT_EQ(train.count, 3);
+  EXPECT_EQ(train.classes, 3);
+  EXPECT_EQ(train.class_names, (std::vector<std::string>{"cat", "dog", "emu"}));
+  EXPECT_EQ(train.labels, (std::vector<uint8_t>{0, 1, 1}));  // cat/z, dog/a, dog/b
+  ASSERT_EQ(train.pixels.size(), 3u * 16);
+  EXPECT_EQ(train.pixels[0], 76);   // red as luma: 0.299 · 255, rounded
+  EXPECT_EQ(train.pixels[16], 10);  // dog/a.PNG: the extension's case does not matter
+  EXPECT_EQ(train.pixels[47], 200);
+
+  const auto test = gmlp::data::load_images(root, "test", 3, 2);  // RGB, downsized
+  EXPECT_EQ(test.count, 1);
+  EXPECT_EQ(test.classes, 3);  // the test split uses train's class ids
+  EXPECT_EQ(test.labels, (std::vector<uint8_t>{1}));
+  EXPECT_EQ(test.pixels, std::vector<uint8_t>(12, 30));
+}
+
+TEST(ImageFolder, RejectsWhatItCannotRead) {
+  const std::string root = tmp_path("folder");
+  write_flat_png(root + "/train/a/1.png", 4, {1});
+  expect_error([&] { gmlp::data::load_image_folder(root, "test", 1, 4); },
+               {"'" + root + "/test' is not a directory"});
+  write_flat_png(root + "/test/b/1.png", 4, {1});
+  expect_error([&] { gmlp::data::load_image_folder(root, "test", 1, 4); },
+               {"class 'b' is not a class of '" + root + "/train'"});
+  fs::remove_all(root + "/test/b");
+  fs::create_directories(root + "/test/a");
+  expect_error([&] { gmlp::data::load_image_folder(root, "test", 1, 4); },
+               {"'" + root + "/test': no .png, .jpg or .jpeg images"});
+  gmlp::write_file_atomic(root + "/test/a/2.jpg", "\xff\xd8 truncated");
+  expect_error([&] { gmlp::data::load_image_folder(root, "test", 1, 4); },
+               {"failed to load image '" + root + "/test/a/2.jpg'", "cannot decode"});
+  // Not an image folder: the IDX reader answers, naming its files.
+  const std::string idx_dir = tmp_path("no-train");
+  fs::create_directories(idx_dir);
+  EXPECT_FALSE(gmlp::data::is_image_folder(idx_dir));
+  expect_error([&] { gmlp::data::load_images(idx_dir, "train", 1, 28); },
+               {"train-labels-idx1-ubyte' exists", "an image folder would have a train/ folder"});
+}

@@ -18,6 +18,7 @@
 #include "core/threads.h"
 #include "io/atomic_file.h"
 #include "nn/model.h"
+#include "train/checkpoint.h"
 #include "viz/figures.h"
 
 namespace gmlp::cli {
@@ -150,7 +151,8 @@ void add_compare(CLI::App& app) {
       Row r;
       r.label = job.label;
       r.model = job.config.model;
-      const auto model = make_model<float>(job.config);
+      // The trained model, whose head follows the data's classes.
+      const auto model = load_checkpoint((fs::path(job.options.out_dir) / "checkpoint.safetensors").string()).model;
       r.params = model->num_trainable();
       r.mflops = model->flops_per_image() / 1e6;
       r.metrics = read_metrics((fs::path(job.options.out_dir) / "metrics.jsonl").string());

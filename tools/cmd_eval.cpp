@@ -5,12 +5,27 @@
 #include "core/error.h"
 #include "core/matmul.h"
 #include "core/threads.h"
-#include "data/idx.h"
+#include "data/image_folder.h"
 #include "io/npy.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 
 namespace gmlp::cli {
+
+namespace {
+// The data's class ids must mean what they meant in training (a timm file names no classes).
+void check_same_classes(const std::vector<std::string>& trained, const std::vector<std::string>& data,
+                        const std::string& checkpoint, const std::string& data_dir) {
+  if (trained.empty() || trained == data) return;
+  if (trained.size() != data.size())
+    fail("data '", data_dir, "' has ", data.size(), " classes, but '", checkpoint, "' was trained on ",
+         trained.size());
+  for (size_t k = 0; k < data.size(); ++k)
+    if (data[k] != trained[k])
+      fail("data '", data_dir, "' calls class ", k, " '", data[k], "', but '", checkpoint,
+           "' was trained with it as '", trained[k], "'");
+}
+}  // namespace
 
 void add_eval(CLI::App& app) {
   struct Args {
@@ -19,13 +34,13 @@ void add_eval(CLI::App& app) {
     bool json = false, tta_flip = false;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("eval", "Evaluate a checkpoint on Fashion-MNIST");
+  CLI::App* sub = app.add_subcommand("eval", "Evaluate a checkpoint on Fashion-MNIST or an image folder");
   sub->add_option("--checkpoint", args->checkpoint, "Checkpoint (.safetensors, gmlp or timm)")->required();
   sub->add_option("--split", args->split, "Split")->check(CLI::IsMember({"train", "test"}))->capture_default_str();
   sub->add_option("--limit", args->limit, "Only the first N images, in file order (0: all)")->capture_default_str();
   sub->add_option("--logits", args->logits, "Write the logits as float32 .npy of shape [N, K]");
   sub->add_option("--batch-size", args->batch_size, "Images per forward pass")->capture_default_str();
-  sub->add_option("--data-dir", args->data_dir, "Folder with the IDX files")->capture_default_str();
+  sub->add_option("--data-dir", args->data_dir, "Folder with the Fashion-MNIST IDX files, or an image folder ({dir}/{split}/{class}/*.png|jpg)")->capture_default_str();
   sub->add_flag("--json", args->json, "Print one JSON object");
   sub->add_flag("--tta-flip", args->tta_flip, "Average each image's logits with its mirror image's (test-time augmentation)");
   sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")
@@ -35,8 +50,9 @@ void add_eval(CLI::App& app) {
     set_threads(args->threads);
     use_precision(args->precision);
     Checkpoint ck = load_checkpoint(args->checkpoint);
-    const data::ImageSet set = data::load_fashion_mnist(args->data_dir, args->split);
+    const data::ImageSet set = data::load_images(args->data_dir, args->split, ck.config.in_chans, ck.config.img_size);
     check_compatible(ck.config, set, args->data_dir);
+    check_same_classes(ck.class_names, set.class_names, args->checkpoint, args->data_dir);
     if (args->batch_size <= 0) fail("invalid --batch-size ", args->batch_size, ": must be positive");
     ck.model->plan(args->batch_size, Mode::infer);
     std::vector<float> logits;

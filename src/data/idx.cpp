@@ -152,7 +152,7 @@ ImageSet load_fashion_mnist(const std::string& dir, const std::string& split) {
     if (std::filesystem::exists(base + ".gz", ec)) return base + ".gz";
     if (std::filesystem::exists(base, ec)) return base;
     fail("failed to load Fashion-MNIST: neither '", base, ".gz' nor '", base, "' exists (is '", dir,
-         "' the dataset folder?)");
+         "' the dataset folder? an image folder would have a train/ folder of class folders)");
   };
   const std::string labels_path = pick(prefix + "-labels-idx1-ubyte");
   ImageSet s = load_idx(pick(prefix + "-images-idx3-ubyte"), labels_path);

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/matmul.h"
 #include "data/erase.h"
-#include "data/idx.h"
+#include "data/image_folder.h"
 #include "data/mix.h"
 #include "data/transform.h"
 #include "io/atomic_file.h"
@@ -103,22 +103,26 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
              files.ema, "' does not exist");
       ema = std::move(load_at_epoch(files, files.ema, start_epoch).model);
     }
-  } else {
-    model = make_model<float>(config_in);
+  }
+  // The data in the model's input format: a resumed run's, or the one about to be made.
+  const ModelConfig& input_cfg = model ? model->config() : config_in;
+  const std::string data_dir = opt.data_dir.empty() ? data::kFashionMnistDir : opt.data_dir;
+  data::ImageSet train_set = data::load_images(data_dir, "train", input_cfg.in_chans, input_cfg.img_size);
+  const data::ImageSet test_set = data::load_images(data_dir, "test", input_cfg.in_chans, input_cfg.img_size);
+  if (!model) {
+    ModelConfig config = config_in;
+    config.num_classes = train_set.classes;  // one output per class of the training data
+    model = make_model<float>(config);
     Rng init_rng(opt.seed);
     model->init(init_rng);
-    norm = data::Normalization::gmlp_default(config_in.in_chans);
+    norm = data::Normalization::gmlp_default(config.in_chans);
     if (opt.ema_decay > 0) {  // the average starts at the initial weights, as timm's
-      ema = make_model<float>(config_in);
+      ema = make_model<float>(config);
       std::copy_n(model->weights(), model->num_params(), ema->weights());
     }
   }
   const ModelConfig& cfg = model->config();
   const Precision precision = use_precision(opt.precision);
-
-  const std::string data_dir = opt.data_dir.empty() ? data::kFashionMnistDir : opt.data_dir;
-  data::ImageSet train_set = data::load_fashion_mnist(data_dir, "train");
-  const data::ImageSet test_set = data::load_fashion_mnist(data_dir, "test");
   check_compatible(cfg, train_set, data_dir);
   const int n_train = opt.train_limit > 0 ? std::min(opt.train_limit, train_set.count) : train_set.count;
   const int B = std::min(opt.batch_size, n_train);

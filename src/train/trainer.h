@@ -21,7 +21,7 @@ namespace gmlp {
 
 struct TrainOptions {
   std::string out_dir = "runs/default";
-  std::string data_dir;          // Fashion-MNIST IDX folder (default: the Debian package's)
+  std::string data_dir;          // Fashion-MNIST IDX folder (default: the Debian package's) or image folder
   int epochs = 10;
   int batch_size = 128;
   double lr = 2e-3;              // peak learning rate, reached after warmup

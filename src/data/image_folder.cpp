@@ -1,0 +1,112 @@
+#include "data/image_folder.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include "core/error.h"
+#include "io/image.h"
+
+namespace gmlp::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr size_t kMaxImages = 10'000'000;
+
+bool is_image_file(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+}
+
+// The entries of a directory that satisfy keep, sorted by name.
+template <class Keep>
+std::vector<fs::path> sorted_entries(const fs::path& dir, Keep keep) {
+  std::error_code ec;
+  std::vector<fs::path> out;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (keep(*it)) out.push_back(it->path());
+  if (ec) fail("failed to read image folder '", dir.string(), "': ", ec.message());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<fs::path> class_dirs(const fs::path& split_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(split_dir, ec))
+    fail("failed to read image folder: '", split_dir.string(),
+         "' is not a directory (expected {root}/{split}/{class}/{image}.png|jpg)");
+  return sorted_entries(split_dir, [](const fs::directory_entry& e) { return e.is_directory(); });
+}
+
+}  // namespace
+
+bool is_image_folder(const std::string& root) {
+  std::error_code ec;
+  return fs::is_directory(fs::path(root) / "train", ec);
+}
+
+ImageSet load_image_folder(const std::string& root, const std::string& split, int channels, int size) {
+  std::vector<std::string> names;  // the classes: train's sub-folders
+  for (const auto& d : class_dirs(fs::path(root) / "train")) names.push_back(d.filename().string());
+  if (names.size() > 256)  // labels are stored as bytes
+    fail("failed to read image folder '", root, "': ", names.size(),
+         " classes in its train folder, at most 256 supported");
+  const fs::path split_dir = fs::path(root) / split;
+  std::vector<fs::path> files;
+  std::vector<uint8_t> labels;
+  for (const auto& d : class_dirs(split_dir)) {
+    const auto it = std::find(names.begin(), names.end(), d.filename().string());
+    if (it == names.end())
+      fail("failed to read image folder '", split_dir.string(), "': class '", d.filename().string(),
+           "' is not a class of '", (fs::path(root) / "train").string(), "'");
+    for (auto& f : sorted_entries(d, [](const fs::directory_entry& e) {
+           return !e.is_directory() && is_image_file(e.path());
+         })) {
+      files.push_back(std::move(f));
+      labels.push_back(uint8_t(it - names.begin()));
+    }
+    if (files.size() > kMaxImages)
+      fail("failed to read image folder '", split_dir.string(), "': more than ", kMaxImages, " images");
+  }
+  if (files.empty())
+    fail("failed to read image folder '", split_dir.string(),
+         "': no .png, .jpg or .jpeg images in its class folders");
+
+  ImageSet set;
+  set.count = int(files.size());
+  set.channels = channels, set.height = size, set.width = size;
+  set.classes = int(names.size());
+  set.class_names = names;
+  set.labels = std::move(labels);
+  const size_t image = size_t(channels) * size * size;
+  set.pixels.resize(files.size() * image);
+  // Decoded in parallel; the first error (in file order) is thrown once all are done.
+  std::vector<std::exception_ptr> errors(files.size());
+#pragma omp parallel for schedule(dynamic, 64)
+  for (size_t i = 0; i < files.size(); ++i) {
+    try {
+      const std::vector<float> chw = img::load_image(files[i].string(), channels, size, size);
+      uint8_t* dst = set.pixels.data() + i * image;
+      for (size_t j = 0; j < image; ++j) dst[j] = uint8_t(std::lround(chw[j] * 255.0f));
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  }
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return set;
+}
+
+ImageSet load_images(const std::string& dir, const std::string& split, int channels, int size) {
+  return is_image_folder(dir) ? load_image_folder(dir, split, channels, size)
+                              : load_fashion_mnist(dir, split);
+}
+
+}  // namespace gmlp::data

@@ -1,0 +1,30 @@
+// Image classification data as folders of PNG/JPEG files, in the layout torchvision's
+// ImageFolder and timm's dataset reader use: {root}/{split}/{class}/{image}. The class of an
+// image is its folder; the class ids are the sub-folders of {root}/train in sorted order, so
+// both splits and every run agree on them.
+#pragma once
+
+#include <string>
+
+#include "data/idx.h"
+
+namespace gmlp::data {
+
+// Whether {root}/train is a directory, i.e. whether root is an image folder rather than a folder
+// of IDX files.
+bool is_image_folder(const std::string& root);
+
+// Reads {root}/{split}/{class}/*.png|.jpg|.jpeg (extensions in any case; other files are
+// skipped), classes sorted by name and the images of a class by file name, each converted to
+// `channels` (1: luma, 3: RGB) and resized to size × size as `gmlp predict` does, then stored
+// as 8-bit pixels. classes and class_names come from {root}/train. Throws gmlp::Error naming
+// the folder or file: a missing split, a split without images, a class of another split that
+// train does not have, an image that cannot be decoded, more than 10,000,000 images.
+ImageSet load_image_folder(const std::string& root, const std::string& split, int channels, int size);
+
+// The training and evaluation data of `gmlp train`, `compare` and `eval`: an image folder (see
+// above) when {dir}/train is a directory, otherwise the Fashion-MNIST IDX files in dir (whose
+// images keep their own size; check_compatible compares them with the model).
+ImageSet load_images(const std::string& dir, const std::string& split, int channels, int size);
+
+}  // namespace gmlp::data
