@@ -195,6 +195,25 @@ else
   bad "writing the image folder"
 fi
 
+# --- CIFAR-10's binary batches: cifar-s trains on them and eval reads the test batch -------------
+python3 - "$WORK/cifar" <<'PY'
+import os, random, sys
+d = sys.argv[1]
+os.makedirs(d)
+rng = random.Random(0)
+for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+    with open(f"{d}/{name}", "wb") as f:
+        for _ in range(40):
+            f.write(bytes([rng.randrange(10)]) + rng.randbytes(3072))
+PY
+if "$GMLP" train --preset cifar-s --set depth=1 --data-dir "$WORK/cifar" --epochs 1 --batch-size 50 \
+     --out "$WORK/cifar_run" 2>>"$WORK/train.log" >/dev/null &&
+   "$GMLP" eval --checkpoint "$WORK/cifar_run/checkpoint.safetensors" --data-dir "$WORK/cifar" --json | grep -q '"count": 40'
+then ok "cifar-s trains on CIFAR-10 binary batches (200 images) and evaluates on the test batch (40)"
+else bad "CIFAR-10 binary batches"; fi
+expect_error "CIFAR-10 images into a gray model" 1 "has 3×32×32 images, but the model expects 1×28×28" -- \
+  "$GMLP" train --preset fmnist-ti --data-dir "$WORK/cifar" --out "$WORK/x"
+
 # --- compare: two models, one budget, DeiT's regularisation and the moving average on -----------
 if "$GMLP" compare fmnist-ti fmnist-ti:gate=additive --epochs 1 --train-limit 500 --batch-size 100 \
      --mixup 0.8 --cutmix 1 --random-erase 0.25 --drop-path 0.1 --ema 0.9 --threads 2 --out "$WORK/cmp" \

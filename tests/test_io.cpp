@@ -12,6 +12,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "data/cifar.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
 #include "files.h"
@@ -763,4 +764,54 @@ TEST(ImageFolder, RejectsWhatItCannotRead) {
   EXPECT_FALSE(gmlp::data::is_image_folder(idx_dir));
   expect_error([&] { gmlp::data::load_images(idx_dir, "train", 1, 28); },
                {"train-labels-idx1-ubyte' exists", "an image folder would have a train/ folder"});
+}
+
+namespace {
+// A CIFAR-10 binary batch: one record per label, image bytes (i + 7·p) for record i, byte p.
+std::string cifar_batch(std::initializer_list<uint8_t> labels) {
+  std::string out;
+  int i = 0;
+  for (uint8_t l : labels) {
+    out.push_back(char(l));
+    for (int p = 0; p < 3072; ++p) out.push_back(char(uint8_t(i + 7 * p)));
+    ++i;
+  }
+  return out;
+}
+}  // namespace
+
+// The five data batches make the training split in order, the record's bytes are the image in
+// CHW order as they stand, and batches.meta.txt names the classes.
+TEST(Cifar10, ReadsTheBinaryBatches) {
+  const std::string dir = tmp_path("cifar");
+  fs::create_directories(dir);
+  for (int b = 1; b <= 5; ++b)
+    gmlp::write_file_atomic(dir + "/data_batch_" + std::to_string(b) + ".bin", cifar_batch({uint8_t(b), 0}));
+  gmlp::write_file_atomic(dir + "/test_batch.bin", cifar_batch({9}));
+  ASSERT_TRUE(gmlp::data::is_cifar10(dir));
+  const auto train = gmlp::data::load_images(dir, "train", 1, 28);  // not converted: CIFAR's own
+  EXPECT_EQ(train.count, 10);
+  EXPECT_EQ(train.channels, 3);
+  EXPECT_EQ(train.height, 32);
+  EXPECT_EQ(train.labels, (std::vector<uint8_t>{1, 0, 2, 0, 3, 0, 4, 0, 5, 0}));
+  ASSERT_EQ(train.pixels.size(), 10u * 3072);
+  EXPECT_EQ(train.pixels[3072 + 1024], uint8_t(1 + 7 * 1024));  // record 1, green plane's first
+  EXPECT_EQ(train.class_names.front(), "airplane");
+  gmlp::write_file_atomic(dir + "/batches.meta.txt", "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n\n");
+  const auto test = gmlp::data::load_cifar10(dir, "test");
+  EXPECT_EQ(test.count, 1);
+  EXPECT_EQ(test.labels, (std::vector<uint8_t>{9}));
+  EXPECT_EQ(test.class_names.back(), "j");
+}
+
+TEST(Cifar10, RejectsBadBatches) {
+  const std::string dir = tmp_path("cifar");
+  fs::create_directories(dir);
+  gmlp::write_file_atomic(dir + "/test_batch.bin", cifar_batch({3}).substr(0, 3000));
+  expect_error([&] { gmlp::data::load_cifar10(dir, "test"); },
+               {"'" + dir + "/test_batch.bin'", "3000 bytes is not a whole number of 3073-byte records"});
+  gmlp::write_file_atomic(dir + "/test_batch.bin", cifar_batch({3, 10}));
+  expect_error([&] { gmlp::data::load_cifar10(dir, "test"); }, {"label 10 of record 1 is out of range"});
+  expect_error([&] { gmlp::data::load_cifar10(dir, "train"); }, {"'" + dir + "/data_batch_1.bin' does not exist"});
+  expect_error([&] { gmlp::data::load_cifar10(dir, "val"); }, {"unknown split 'val'"});
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/cifar.h"
 #include "io/image.h"
 
 namespace gmlp::data {
@@ -105,8 +106,9 @@ ImageSet load_image_folder(const std::string& root, const std::string& split, in
 }
 
 ImageSet load_images(const std::string& dir, const std::string& split, int channels, int size) {
-  return is_image_folder(dir) ? load_image_folder(dir, split, channels, size)
-                              : load_fashion_mnist(dir, split);
+  if (is_image_folder(dir)) return load_image_folder(dir, split, channels, size);
+  if (is_cifar10(dir)) return load_cifar10(dir, split);
+  return load_fashion_mnist(dir, split);
 }
 
 }  // namespace gmlp::data

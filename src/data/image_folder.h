@@ -23,8 +23,10 @@ bool is_image_folder(const std::string& root);
 ImageSet load_image_folder(const std::string& root, const std::string& split, int channels, int size);
 
 // The training and evaluation data of `gmlp train`, `compare` and `eval`: an image folder (see
-// above) when {dir}/train is a directory, otherwise the Fashion-MNIST IDX files in dir (whose
-// images keep their own size; check_compatible compares them with the model).
+// above) when {dir}/train is a directory, CIFAR-10's binary batches when dir holds them
+// (data/cifar.h), otherwise the Fashion-MNIST IDX files in dir. Only an image folder is
+// converted to `channels` and `size`; the others keep their own (check_compatible compares them
+// with the model).
 ImageSet load_images(const std::string& dir, const std::string& split, int channels, int size);
 
 }  // namespace gmlp::data
