@@ -123,6 +123,15 @@ else
 fi
 printf 'not a png' >"$WORK/bad.png"
 expect_error "unreadable image" 1 "bad.png" -- "$GMLP" predict --checkpoint "$CK" "$WORK/bad.png"
+# The library's example program (examples/classify.cpp, public header only) agrees with predict.
+CLASSIFY="$(dirname "$GMLP")/classify"
+top=$("$GMLP" predict --checkpoint "$CK" --top 1 "$WORK/boot.png" | sed -E 's/^[^:]*: (.*) [0-9.]+$/\1/')
+if out=$("$CLASSIFY" "$CK" "$WORK/boot.png") && [[ "$out" == "$WORK/boot.png: $top ("* ]]; then
+  ok "the classify example names the class predict names ($out)"
+else
+  bad "classify example: '$out', predict's top class '$top'"
+fi
+expect_error "classify example on a missing checkpoint" 1 "nope.safetensors" -- "$CLASSIFY" "$WORK/nope.safetensors" "$WORK/boot.png"
 if "$GMLP" viz --checkpoint "$CK" --metrics "$WORK/full/metrics.jsonl" --out "$WORK/viz" >"$WORK/viz.out" &&
    [ "$(wc -l <"$WORK/viz.out")" -eq 4 ] && python3 - "$WORK/viz" <<'PY'
 import struct, sys

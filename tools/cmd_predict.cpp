@@ -1,14 +1,10 @@
-// gmlp predict: the top classes of PNG/JPEG images under a checkpoint.
-#include <algorithm>
+// gmlp predict: the top classes of PNG/JPEG images under a checkpoint, through the library's
+// public Classifier (include/gmlp/classifier.h).
 #include <cstdio>
-#include <numeric>
 
 #include "commands.h"
 #include "core/threads.h"
-#include "data/transform.h"
-#include "io/image.h"
-#include "ops/cross_entropy.h"
-#include "train/checkpoint.h"
+#include "gmlp/classifier.h"
 
 namespace gmlp::cli {
 
@@ -26,28 +22,12 @@ void add_predict(CLI::App& app) {
   add_threads_option(*sub, args->threads);
   sub->callback([args] {
     set_threads(args->threads);
-    Checkpoint ck = load_checkpoint(args->checkpoint);
-    const ModelConfig& cfg = ck.config;
-    const int64_t C = cfg.in_chans, S = cfg.img_size, K = cfg.num_classes;
-    ck.model->plan(1, Mode::infer);
-    std::vector<float> input(C * S * S), probs(K);
+    Classifier model(args->checkpoint);
     for (const std::string& path : args->images) {
-      const std::vector<float> pixels = img::load_image(path, int(C), int(S), int(S));
-      data::normalize_image(input.data(), pixels.data(), int(C), int(S), ck.norm);
-      const float* logits = ck.model->forward(input.data(), 1);
-      const int32_t dummy = 0;
-      cross_entropy_forward(probs.data(), logits, &dummy, 1, K, 0.f);
-      std::vector<int> idx(K);
-      std::iota(idx.begin(), idx.end(), 0);
-      const int top = std::clamp<int>(args->top, 1, int(K));
-      std::partial_sort(idx.begin(), idx.begin() + top, idx.end(),
-                        [&](int a, int b) { return probs[a] > probs[b]; });
       std::printf("%s:", path.c_str());
-      for (int i = 0; i < top; ++i) {
-        const int k = idx[i];
-        const std::string name = k < int(ck.class_names.size()) ? ck.class_names[k] : "class " + std::to_string(k);
-        std::printf("%s %s %.4f", i ? "," : "", name.c_str(), probs[k]);
-      }
+      const char* sep = "";
+      for (const Prediction& p : model.classify(path, args->top))
+        std::printf("%s %s %.4f", sep, p.name.c_str(), p.probability), sep = ",";
       std::printf("\n");
     }
   });

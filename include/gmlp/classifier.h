@@ -1,0 +1,57 @@
+// gmlp as a library: load a trained checkpoint (gmlp's, or a timm gMLP state_dict saved as
+// safetensors) and classify images from C++, with no other header of this project and no Python.
+//
+//   gmlp::Classifier model("runs/demo/checkpoint.safetensors");
+//   for (const gmlp::Prediction& p : model.classify("boot.png", 3))
+//     std::printf("%s %.3f\n", p.name.c_str(), p.probability);
+//
+// Link with the CMake target gmlp::gmlp. Failures (a missing or corrupt file, a checkpoint that
+// is not a valid model) throw std::runtime_error with a one-line message naming the file.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gmlp {
+
+struct Prediction {
+  int label;          // class id, 0 .. num_classes() - 1
+  std::string name;   // the class name stored in the checkpoint, or "class <label>"
+  float probability;  // softmax of the logits
+};
+
+class Classifier {
+ public:
+  explicit Classifier(const std::string& checkpoint);
+  ~Classifier();
+  Classifier(Classifier&&) noexcept;
+  Classifier& operator=(Classifier&&) noexcept;
+
+  // The input the model takes: channels × image_size × image_size pixels.
+  int channels() const;
+  int image_size() const;
+  int num_classes() const;
+  // The checkpoint's class names; empty when it stores none (a timm file).
+  const std::vector<std::string>& class_names() const;
+
+  // Logits of n images given as (n, channels, size, size) floats in [0, 1], row-major; the
+  // checkpoint's normalisation is applied here, as in training. Returns (n, num_classes).
+  std::vector<float> logits(const float* pixels, int n);
+  // The `top` most probable classes of one image of (channels, size, size) pixels in [0, 1],
+  // most probable first.
+  std::vector<Prediction> classify(const float* pixels, int top = 5);
+  // The same for a PNG or JPEG file, converted to the model's channels (gray as luma, or RGB)
+  // and resized to its input size.
+  std::vector<Prediction> classify(const std::string& image_file, int top = 5);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Threads for everything parallel in this process (OpenMP and oneDNN); n <= 0: every core the
+// process may use.
+void set_threads(int n);
+
+}  // namespace gmlp
