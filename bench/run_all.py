@@ -2,7 +2,7 @@
 
     make bench                                   # = make deps-python build; python3 bench/run_all.py
     make bench BENCH_ARGS="--quick --shapes fmnist-s"
-    python3 bench/run_all.py [--threads 2] [--reps 10] [--shapes fmnist-s cifar-s gmlp-ti16]
+    python3 bench/run_all.py [--threads 2] [--reps 10] [--rounds 1] [--shapes fmnist-s cifar-s gmlp-ti16]
                              [--quick] [--peak-gflops G] [--gmlp build/gmlp] [--json]
 
 For each shape (preset, batch) -- fmnist-s at 64 (28×28, patch 4, 49 tokens), cifar-s at 64
@@ -29,6 +29,7 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -181,29 +182,71 @@ def git_commit():
     return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+def merge_rounds(runs):
+    """One result from the same measurement in several processes: each rate is the median of
+    the processes' medians, its spread the lowest minimum to the highest maximum; peak RSS and
+    others' share of the cores are the largest seen. A failed process fails the cell."""
+    failed = [r for r in runs if "error" in r]
+    if failed or len(runs) == 1:
+        return failed[0] if failed else runs[0]
+
+    def rate(get):  # (median, [min, max]) over the runs, from each run's (median, spread)
+        cells = [get(r) for r in runs]
+        if any(c is None or c[0] is None for c in cells):
+            return None, None
+        spreads = [c[1] or [c[0], c[0]] for c in cells]
+        return statistics.median(c[0] for c in cells), [min(s[0] for s in spreads), max(s[1] for s in spreads)]
+
+    out = dict(runs[0])
+    for key in ("train", "infer", "infer1"):
+        if f"{key}_images_per_s" in out:
+            out[f"{key}_images_per_s"], out[f"{key}_spread"] = rate(
+                lambda r: (r.get(f"{key}_images_per_s"), r.get(f"{key}_spread")))
+    for b, m in runs[0].get("infer", {}).items() if isinstance(runs[0].get("infer"), dict) else ():
+        med, spread = rate(lambda r: (r["infer"][b]["images_per_s"], r["infer"][b]["spread"]))
+        out["infer"] = dict(out["infer"])
+        out["infer"][b] = dict(m, images_per_s=med, spread=spread,
+                               others_cpu_share=max(r["infer"][b].get("others_cpu_share", 0) for r in runs))
+    worst = max(runs, key=lambda r: r.get("peak_rss_mb") or 0)
+    for key in ("peak_rss_mb", "rss_before_model_mb"):
+        if key in worst:
+            out[key] = worst[key]
+    out["others_cpu_share"] = max(r.get("others_cpu_share", 0) for r in runs)
+    out["wall_s"] = round(sum(r.get("wall_s", 0) for r in runs), 1)
+    out["processes"] = len(runs)
+    return out
+
+
 def bench_shape(a, preset, batch, gmlp_bf16):
-    """Every run for one shape, as one dict."""
+    """Every run for one shape, as one dict: --rounds rounds of every measurement, each in its own
+    process, the rounds one after another so that a slow spell of the host touches all columns."""
     info = run_json([a.gmlp, "info", "--preset", preset, "--json"])
     if "error" in info:
         return {"preset": preset, "batch_size": batch, "error": info["error"]}
     cfg = info["config"]
     common = ["--preset", preset, "--batch-size", str(batch), "--threads", str(a.threads),
               "--reps", str(a.reps), "--warmup", str(a.warmup), "--json"]
-    gmlp = {"fp32": run_json([a.gmlp, "bench"] + common)}
+    commands = {("gmlp", "fp32"): [a.gmlp, "bench"] + common}
     if gmlp_bf16:
-        bf16 = run_json([a.gmlp, "bench"] + common + ["--precision", "bf16"])
-        # Without native bf16 gmlp falls back to fp32 (and says so): that run is not a bf16 column.
-        if bf16.get("precision", "bf16") == "bf16":
-            gmlp["bf16"] = bf16
-    pytorch = {}
+        commands[("gmlp", "bf16")] = [a.gmlp, "bench"] + common + ["--precision", "bf16"]
     for mode in TORCH_MODES:
-        pytorch[mode] = run_json([
+        commands[("pytorch", mode)] = [
             sys.executable, os.path.join(HERE, "pytorch_baseline.py"),
             "--img-size", str(cfg["img_size"]), "--in-chans", str(cfg["in_chans"]),
             "--patch-size", str(cfg["patch_size"]), "--depth", str(cfg["depth"]),
             "--dim", str(cfg["dim"]), "--ffn", str(cfg["ffn"]), "--num-classes", str(cfg["num_classes"]),
             "--batch-size", str(batch), "--threads", str(a.threads), "--reps", str(a.reps),
-            "--warmup", str(a.warmup), "--mode", mode])
+            "--warmup", str(a.warmup), "--mode", mode]
+    runs = {k: [] for k in commands}
+    for _ in range(a.rounds):
+        for k, cmd in commands.items():
+            runs[k].append(run_json(cmd))
+    merged = {k: merge_rounds(v) for k, v in runs.items()}
+    gmlp = {"fp32": merged[("gmlp", "fp32")]}
+    # Without native bf16 gmlp falls back to fp32 (and says so): that run is not a bf16 column.
+    if gmlp_bf16 and merged[("gmlp", "bf16")].get("precision", "bf16") == "bf16":
+        gmlp["bf16"] = merged[("gmlp", "bf16")]
+    pytorch = {mode: merged[("pytorch", mode)] for mode in TORCH_MODES}
     return {"preset": preset, "batch_size": batch, "params": info["params"], "tokens": info.get("tokens"),
             "flops_per_image": info["flops_per_image"], "config": cfg, "gmlp": gmlp, "pytorch": pytorch}
 
@@ -305,6 +348,10 @@ def main():
     p.add_argument("--threads", type=int, default=2, help="threads for gmlp, torch and ORT alike")
     p.add_argument("--reps", type=int, default=10, help="timed repetitions, each >= 0.3 s")
     p.add_argument("--warmup", type=int, default=3, help="untimed repetitions first")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run every measurement in this many separate processes, round by round, "
+                        "and report the median of their medians (the host's noise differs between "
+                        "processes more than within one)")
     p.add_argument("--shapes", nargs="+", choices=[s for s, _ in SHAPES], default=[s for s, _ in SHAPES],
                    help="presets to run (default: all)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 3 reps, 1 warm-up")
@@ -329,7 +376,7 @@ def main():
     stamp = {"commit": git_commit(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
              "cpu": f"{cpu} (family {family}, {os.cpu_count()} cores"
                     f"{', avx512_bf16' if 'avx512_bf16' in flags else ''}{', amx' if 'amx_tile' in flags else ''})",
-             "threads": a.threads, "reps": a.reps, "warmup": a.warmup,
+             "threads": a.threads, "reps": a.reps, "warmup": a.warmup, "rounds": a.rounds,
              "peak_gflops": round(peak, 1), "peak_derivation": derivation}
     shapes = [bench_shape(a, preset, batch, gmlp_bf16) for preset, batch in SHAPES if preset in a.shapes]
 
@@ -339,7 +386,9 @@ def main():
     versions = next((r for s in shapes for r in s.get("pytorch", {}).values() if "torch" in r), {})
     ort = next((r["onnxruntime"] for s in shapes for r in s.get("pytorch", {}).values() if "onnxruntime" in r), "?")
     print(f"## gmlp beside PyTorch\n\ncommit {stamp['commit']}, {stamp['date']}, {stamp['cpu']}, "
-          f"{a.threads} threads, median [min–max] of {a.reps} reps after {a.warmup} warm-up; "
+          f"{a.threads} threads, median [min–max] of {a.reps} reps after {a.warmup} warm-up"
+          + (f", then the median of {a.rounds} such processes per cell, run round by round "
+             f"[the lowest min to the highest max]" if a.rounds > 1 else "") + "; "
           f"torch {versions.get('torch', '?')}, onnxruntime {ort}.\n"
           f"fp32 peak: {derivation}.\n"
           f"Columns gmlp / X: gmlp fp32 ÷ X (above 1: gmlp faster; for RSS, below 1: gmlp smaller). "
