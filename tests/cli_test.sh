@@ -223,6 +223,30 @@ else bad "CIFAR-10 binary batches"; fi
 expect_error "CIFAR-10 images into a gray model" 1 "has 3×32×32 images, but the model expects 1×28×28" -- \
   "$GMLP" train --preset fmnist-ti --data-dir "$WORK/cifar" --out "$WORK/x"
 
+# --- --config FILE.json: its entries as options, arrays as repeated ones; the command line wins --
+cat >"$WORK/config.json" <<'JSON'
+{"preset": "fmnist-ti", "epochs": 1, "train-limit": 200, "batch-size": 50, "lr": 0.001,
+ "set": ["depth=2", "dim=32"], "threads": 2}
+JSON
+if "$GMLP" train --config "$WORK/config.json" --epochs 2 --out "$WORK/config_run" 2>>"$WORK/train.log" >/dev/null &&
+   "$GMLP" info --checkpoint "$WORK/config_run/checkpoint.safetensors" --json >"$WORK/config_info.json" &&
+   python3 - "$WORK" <<'PY'
+import json, sys
+w = sys.argv[1]
+m = [json.loads(l) for l in open(f"{w}/config_run/metrics.jsonl")]
+c = json.load(open(f"{w}/config_info.json"))["config"]
+assert len(m) == 2, m                                        # --epochs 2 beat the file's 1
+assert m[0]["step"] == 4 and m[0]["lr"] == 0.001, m[0]     # train-limit 200 / batch-size 50; lr
+assert (c["depth"], c["dim"]) == (2, 32), c                  # both --set entries
+PY
+then ok "train --config: the file's options, the command line's --epochs over them"; else bad "train --config"; fi
+echo '{"nope": 1}' >"$WORK/badconfig.json"
+expect_error "config with an unknown option" 1 "badconfig.json': 'nope' is not an option of 'gmlp train'" -- \
+  "$GMLP" train --config "$WORK/badconfig.json"
+echo '{"epochs": ' >"$WORK/badconfig.json"
+expect_error "config that is not JSON" 1 "failed to read config '.*badconfig.json': not valid JSON" -- \
+  "$GMLP" train --config "$WORK/badconfig.json"
+
 # --- compare: two models, one budget, DeiT's regularisation and the moving average on -----------
 if "$GMLP" compare fmnist-ti fmnist-ti:gate=additive --epochs 1 --train-limit 500 --batch-size 100 \
      --mixup 0.8 --cutmix 1 --random-erase 0.25 --drop-path 0.1 --ema 0.9 --threads 2 --out "$WORK/cmp" \

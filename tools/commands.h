@@ -21,6 +21,11 @@ void add_viz(CLI::App& app);
 void add_compare(CLI::App& app);
 void add_text(CLI::App& app);  // pretrain, finetune, fill-mask
 
+// --config FILE.json on every subcommand (config_file.cpp): add_config_option registers it, for
+// --help; expand_config turns the file's entries into arguments the command line does not give.
+void add_config_option(CLI::App& app);
+std::vector<std::string> expand_config(const CLI::App& app, std::vector<std::string> args);
+
 // --threads, shared by every subcommand: 0 = all cores this process may use.
 void add_threads_option(CLI::App& sub, int& threads);
 

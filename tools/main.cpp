@@ -1,5 +1,6 @@
 // gmlp: train, compare, evaluate, run and measure gMLP and the models it is compared with.
 // Exit status: 0 success, 1 failure (one line on stderr), 2 usage error.
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
@@ -17,8 +18,12 @@ int main(int argc, char** argv) {
   gmlp::cli::add_viz(app);
   gmlp::cli::add_compare(app);
   gmlp::cli::add_text(app);
+  gmlp::cli::add_config_option(app);
+  app.name(argv[0]);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = gmlp::cli::expand_config(app, {argv + 1, argv + argc});
+    std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
