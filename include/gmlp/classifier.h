@@ -6,7 +6,9 @@
 //     std::printf("%s %.3f\n", p.name.c_str(), p.probability);
 //
 // Link with the CMake target gmlp::gmlp. Failures (a missing or corrupt file, a checkpoint that
-// is not a valid model) throw std::runtime_error with a one-line message naming the file.
+// is not a valid model) throw std::runtime_error with a one-line message naming the file. A
+// Classifier keeps its working memory between calls: use one per thread. Its own work runs on
+// set_threads() threads.
 #pragma once
 
 #include <memory>
