@@ -202,11 +202,12 @@ def merge_rounds(runs):
         if f"{key}_images_per_s" in out:
             out[f"{key}_images_per_s"], out[f"{key}_spread"] = rate(
                 lambda r: (r.get(f"{key}_images_per_s"), r.get(f"{key}_spread")))
-    for b, m in runs[0].get("infer", {}).items() if isinstance(runs[0].get("infer"), dict) else ():
-        med, spread = rate(lambda r: (r["infer"][b]["images_per_s"], r["infer"][b]["spread"]))
-        out["infer"] = dict(out["infer"])
-        out["infer"][b] = dict(m, images_per_s=med, spread=spread,
-                               others_cpu_share=max(r["infer"][b].get("others_cpu_share", 0) for r in runs))
+    if isinstance(out.get("infer"), dict):  # pytorch_baseline.py: one entry per inference batch size
+        out["infer"] = {}
+        for b, m in runs[0]["infer"].items():
+            med, spread = rate(lambda r: (r["infer"][b]["images_per_s"], r["infer"][b]["spread"]))
+            out["infer"][b] = dict(m, images_per_s=med, spread=spread,
+                                   others_cpu_share=max(r["infer"][b].get("others_cpu_share", 0) for r in runs))
     worst = max(runs, key=lambda r: r.get("peak_rss_mb") or 0)
     for key in ("peak_rss_mb", "rss_before_model_mb"):
         if key in worst:

@@ -144,11 +144,12 @@ void add_bench(CLI::App& app) {
     std::vector<profile::Entry> prof_train, prof_infer, prof_infer1;
     if (args->profile) prof_train = profile_per_op(train_step, profile_steps(train.median, int(B)));
     model->plan(B, Mode::infer);  // what eval and predict use
-    const Timing infer = measure([&] { model->infer(input.data(), B); }, int(B), args->warmup, args->reps);
+    const auto infer_step = [&] { model->infer(input.data(), B); };
+    const Timing infer = measure(infer_step, int(B), args->warmup, args->reps);
     const auto infer1_step = [&] { model->forward(input.data(), 1); };
     const Timing infer1 = measure(infer1_step, 1, args->warmup, args->reps);
     if (args->profile) {
-      prof_infer = profile_per_op([&] { model->infer(input.data(), B); }, profile_steps(infer.median, int(B)));
+      prof_infer = profile_per_op(infer_step, profile_steps(infer.median, int(B)));
       prof_infer1 = profile_per_op(infer1_step, profile_steps(infer1.median, 1));
     }
     const double flops = model->flops_per_image();

@@ -34,13 +34,13 @@ void add_eval(CLI::App& app) {
     bool json = false, tta_flip = false;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("eval", "Evaluate a checkpoint on Fashion-MNIST or an image folder");
+  CLI::App* sub = app.add_subcommand("eval", "Evaluate a checkpoint on Fashion-MNIST, CIFAR-10 or an image folder");
   sub->add_option("--checkpoint", args->checkpoint, "Checkpoint (.safetensors, gmlp or timm)")->required();
   sub->add_option("--split", args->split, "Split")->check(CLI::IsMember({"train", "test"}))->capture_default_str();
   sub->add_option("--limit", args->limit, "Only the first N images, in file order (0: all)")->capture_default_str();
   sub->add_option("--logits", args->logits, "Write the logits as float32 .npy of shape [N, K]");
   sub->add_option("--batch-size", args->batch_size, "Images per forward pass")->capture_default_str();
-  sub->add_option("--data-dir", args->data_dir, "Folder with the Fashion-MNIST IDX files, or an image folder ({dir}/{split}/{class}/*.png|jpg)")->capture_default_str();
+  sub->add_option("--data-dir", args->data_dir, kDataDirHelp);
   sub->add_flag("--json", args->json, "Print one JSON object");
   sub->add_flag("--tta-flip", args->tta_flip, "Average each image's logits with its mirror image's (test-time augmentation)");
   sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")

@@ -45,7 +45,7 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
   sub.add_option("--set", f.sets, "Override a model config field, e.g. --set gate=additive --set dim=96 (see `gmlp info --json`)");
   sub.add_option("--seed", o.seed, "Seed of initialisation, order, augmentation")->capture_default_str();
   sub.add_option("--train-limit", o.train_limit, "Train on the first N images only (0: all)")->capture_default_str();
-  sub.add_option("--data-dir", o.data_dir, "Folder with the Fashion-MNIST IDX files (default: /usr/share/datasets/fashion-mnist), or an image folder: {dir}/train/{class}/*.png|jpg and {dir}/test/{class}/...");
+  sub.add_option("--data-dir", o.data_dir, kDataDirHelp);
   sub.add_option("--precision", o.precision, "Matrix products: f32, or bf16 (fp32 accumulation and master weights)")
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
 }

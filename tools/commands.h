@@ -26,6 +26,11 @@ void add_text(CLI::App& app);  // pretrain, finetune, fill-mask
 void add_config_option(CLI::App& app);
 std::vector<std::string> expand_config(const CLI::App& app, std::vector<std::string> args);
 
+// What --data-dir reads (train, compare, eval): data::load_images.
+inline constexpr const char* kDataDirHelp =
+    "Fashion-MNIST's IDX files (default: /usr/share/datasets/fashion-mnist), CIFAR-10's binary "
+    "batches, or an image folder: {dir}/train/{class}/*.png|jpg and {dir}/test/{class}/...";
+
 // --threads, shared by every subcommand: 0 = all cores this process may use.
 void add_threads_option(CLI::App& sub, int& threads);
 

@@ -11,7 +11,7 @@
 namespace gmlp::data {
 
 // Whether {root}/train is a directory, i.e. whether root is an image folder rather than a folder
-// of IDX files.
+// of IDX or CIFAR-10 files.
 bool is_image_folder(const std::string& root);
 
 // Reads {root}/{split}/{class}/*.png|.jpg|.jpeg (extensions in any case; other files are

@@ -21,7 +21,7 @@ namespace gmlp {
 
 struct TrainOptions {
   std::string out_dir = "runs/default";
-  std::string data_dir;          // Fashion-MNIST IDX folder (default: the Debian package's) or image folder
+  std::string data_dir;          // for data::load_images (default: the Debian package's Fashion-MNIST)
   int epochs = 10;
   int batch_size = 128;
   double lr = 2e-3;              // peak learning rate, reached after warmup
