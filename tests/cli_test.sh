@@ -280,6 +280,39 @@ assert rows[1]["train_loss"] < rows[0]["train_loss"], rows
 PY
 then ok "pretrain: perplexity reported, loss falls, resume equals an uninterrupted run"; else bad "pretrain: $(tail -3 "$WORK/lm.log")"; fi
 LMCK="$WORK/lm_full/checkpoint.safetensors"
+# --nsp (the KJV only): BERT's next-sentence pairs drawn afresh each epoch, so resuming must
+# redraw the same ones.
+nsp() { "$GMLP" pretrain --preset kjv-amlp --nsp --set depth=1 --set dim=32 --set ffn=64 --set attn_dim=8 \
+          --set seq_len=48 --vocab-size 300 --train-limit 64 --eval-limit 64 --batch-size 8 --threads 2 "$@" 2>>"$WORK/lm.log"; }
+if nsp --epochs 2 --out "$WORK/nsp_full" >/dev/null && nsp --epochs 1 --out "$WORK/nsp_split" >/dev/null &&
+   "$GMLP" pretrain --resume "$WORK/nsp_split" --epochs 2 --threads 2 >/dev/null 2>>"$WORK/lm.log" &&
+   cmp -s "$WORK/nsp_full/checkpoint.safetensors" "$WORK/nsp_split/checkpoint.safetensors" &&
+   python3 - "$WORK/nsp_full" <<'PY'
+import json, sys
+from safetensors import safe_open
+rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+assert len(rows) == 2 and all(r["dev_nsp_pairs"] > 0 and 0 <= r["dev_nsp_acc"] <= 1 and 0 <= r["train_nsp_acc"] <= 1
+                              and 0 < r["train_nsp_loss"] < 2 and 1 < r["dev_ppl"] < 300 for r in rows), rows
+with safe_open(sys.argv[1] + "/checkpoint.safetensors", "np") as f:
+    c = json.loads(f.metadata()["config"])
+    assert c["num_classes"] == 2 and c["segments"] and "cls_head.weight" in f.keys(), c
+PY
+then ok "pretrain --nsp: next-sentence accuracy reported, segments and a 2-class head, resume equals an uninterrupted run"; else bad "pretrain --nsp: $(tail -3 "$WORK/lm.log")"; fi
+# next-verse starts from the next-sentence head (at lr 0 it stays as pretrained); genre gets its own.
+if "$GMLP" finetune --init "$WORK/nsp_full/checkpoint.safetensors" --task next-verse --lr 0 --min-lr 0 --epochs 1 \
+     --train-limit 16 --eval-limit 16 --batch-size 8 --threads 2 --out "$WORK/ftnsp" >/dev/null 2>>"$WORK/lm.log" &&
+   "$GMLP" finetune --init "$WORK/nsp_full/checkpoint.safetensors" --task genre --epochs 1 \
+     --train-limit 16 --eval-limit 16 --batch-size 8 --threads 2 --out "$WORK/ftnspg" >/dev/null 2>>"$WORK/lm.log" &&
+   python3 - "$WORK/nsp_full" "$WORK/ftnsp" "$WORK/ftnspg" <<'PY'
+import sys
+from safetensors.numpy import load_file
+pre, pair, genre = (load_file(d + "/checkpoint.safetensors") for d in sys.argv[1:])
+assert (pre["cls_head.weight"] == pair["cls_head.weight"]).all() and (pre["cls_head.bias"] == pair["cls_head.bias"]).all()
+assert genre["cls_head.weight"].shape == (7, pre["cls_head.weight"].shape[1]), genre["cls_head.weight"].shape
+PY
+then ok "finetune next-verse keeps the next-sentence head; genre gets a new one"; else bad "finetune from --nsp: $(tail -3 "$WORK/lm.log")"; fi
+expect_error "pretrain --nsp on a text file" 1 "needs the KJV.*split line by line" -- \
+  "$GMLP" pretrain --nsp --corpus "$WORK/corpus.txt" --out "$WORK/nspx"
 out=$("$GMLP" fill-mask --checkpoint "$LMCK" --top 3 "And God said, Let there be [MASK]: and there was [MASK].")
 [ "$(echo "$out" | grep -cE '^\[MASK\] [12]: .+ [0-9.]+, .+ [0-9.]+, .+ [0-9.]+$')" -eq 2 ] && ok "fill-mask prints the top 3 for each [MASK]" || bad "fill-mask: $out"
 expect_error "fill-mask without a mask" 1 "no \[MASK\]" -- "$GMLP" fill-mask --checkpoint "$LMCK" "no mask here"

@@ -522,6 +522,101 @@ TEST(PackSequences, FixedLengthNothingLostOrReordered) {
       {"document 1", "reserved id 3", "[SEP]"});
 }
 
+// Next-sentence pairs on synthetic documents whose ids name them: document d is 1 + d % 7 copies
+// of the id 5 + d, in units of 1..9 documents and groups of 1..4 units, so a pair can be read
+// back into the documents it holds.
+TEST(NextSentencePairs, ChunksAreFixedAndBIsTheSuccessorOrFromTheGroup) {
+  gmlp::Rng shape(3);
+  std::vector<std::vector<int32_t>> docs;
+  std::vector<int> unit, group;
+  for (int g = 0, u = 0; g < 100; ++g)
+    for (int units = 1 + int(shape.below(4)); units > 0; --units, ++u)
+      for (int n = 1 + int(shape.below(9)); n > 0; --n) {
+        const int d = int(docs.size());
+        docs.push_back(std::vector<int32_t>(size_t(1 + d % 7), 5 + d));
+        unit.push_back(u), group.push_back(g);
+      }
+  // The documents in one segment, in order (a segment may end inside a document, cut to fit).
+  auto docs_in = [](const std::vector<int32_t>& ids, size_t from, size_t to) {
+    std::vector<int> out;
+    for (size_t i = from; i < to; ++i)
+      if (out.empty() || out.back() != ids[i] - 5) out.push_back(ids[i] - 5);
+    return out;
+  };
+  // 24: most chunks are cut to fit; 1000: none is, and a chunk is its unit.
+  for (const int seq_len : {24, 1000}) {
+    gmlp::Rng r1(1), r2(2);
+    const auto a = next_sentence_pairs(docs, unit, group, seq_len, r1);
+    const auto b = next_sentence_pairs(docs, unit, group, seq_len, r2);
+    ASSERT_GT(a.size(), size_t(100));
+    ASSERT_EQ(a.size(), b.size());  // the chunks do not depend on the draw
+    int64_t positives = 0, differ = 0, whole = 0;
+    int last_start = -1;
+    for (size_t k = 0; k < a.size(); ++k) {
+      const std::vector<int32_t>& ids = a[k].ids;
+      ASSERT_EQ(ids.size(), size_t(seq_len));
+      ASSERT_EQ(ids[0], Tokenizer::kCls);
+      const auto sep1 = size_t(std::find(ids.begin() + 1, ids.end(), Tokenizer::kSep) - ids.begin());
+      const auto sep2 =
+          size_t(std::find(ids.begin() + long(sep1) + 1, ids.end(), Tokenizer::kSep) - ids.begin());
+      ASSERT_LT(sep2, ids.size());
+      for (size_t i = sep2 + 1; i < ids.size(); ++i) ASSERT_EQ(ids[i], Tokenizer::kPad);
+      const auto da = docs_in(ids, 1, sep1), db = docs_in(ids, sep1 + 1, sep2);
+      ASSERT_FALSE(da.empty());
+      ASSERT_FALSE(db.empty());
+      // A: consecutive documents of one unit, the chunks in order.
+      EXPECT_GT(da[0], last_start);
+      last_start = da[0];
+      for (size_t i = 1; i < da.size(); ++i) {
+        ASSERT_EQ(da[i], da[i - 1] + 1);
+        ASSERT_EQ(unit[size_t(da[i])], unit[size_t(da[0])]);
+      }
+      for (size_t i = 1; i < db.size(); ++i) ASSERT_EQ(db[i], db[i - 1] + 1);
+      const int a_last = da.back(), b_first = db.front();
+      ASSERT_EQ(unit[size_t(b_first)], unit[size_t(db.back())]);
+      // Unless the pair fills the sequence, nothing was cut and A ends with its last document.
+      const bool cut = sep2 == size_t(seq_len - 1);
+      whole += !cut;
+      if (a[k].label == 1) {
+        ++positives;
+        EXPECT_EQ(unit[size_t(b_first)], unit[size_t(a_last)]);
+        if (cut)
+          EXPECT_GT(b_first, a_last);
+        else
+          EXPECT_EQ(b_first, a_last + 1);
+        if (seq_len == 1000)  // B is the rest of the unit
+          EXPECT_TRUE(size_t(db.back()) + 1 == unit.size() || unit[size_t(db.back()) + 1] != unit[size_t(b_first)]);
+      } else {
+        ASSERT_EQ(a[k].label, 0);
+        EXPECT_EQ(group[size_t(b_first)], group[size_t(a_last)]);
+        EXPECT_TRUE(b_first < da[0] || b_first > a_last + 1) << "B starts inside A's chunk";
+      }
+      differ += a[k].ids != b[k].ids;
+    }
+    EXPECT_GT(whole, int64_t(a.size()) / 10) << seq_len;
+    // About half positive (a group of one unit makes a few more), and another draw differs.
+    EXPECT_NEAR(double(positives) / double(a.size()), 0.5, 0.08) << seq_len;
+    EXPECT_GT(differ, int64_t(a.size()) / 3) << seq_len;
+    gmlp::Rng again(1);
+    EXPECT_EQ(next_sentence_pairs(docs, unit, group, seq_len, again), a);
+  }
+
+  // A unit's single last document is left out; a two-document unit always pairs.
+  gmlp::Rng r(0);
+  EXPECT_TRUE(next_sentence_pairs({{10}}, {0}, {0}, 8, r).empty());
+  const auto two = next_sentence_pairs({{10}, {11}}, {0, 0}, {0, 0}, 8, r);
+  ASSERT_EQ(two.size(), size_t(1));  // no other document in the group: always a positive
+  EXPECT_EQ(two[0].ids, (std::vector<int32_t>{2, 10, 3, 11, 3, 0, 0, 0}));
+  EXPECT_EQ(two[0].label, 1);
+
+  expect_error([&] { next_sentence_pairs({{10}}, {0, 0}, {0}, 8, r); }, {"1 documents", "2 units"});
+  expect_error([&] { next_sentence_pairs({{10}}, {0}, {0}, 4, r); }, {"length >= 5", "found 4"});
+  expect_error([&] { next_sentence_pairs({{10}, {4}}, {0, 0}, {0, 0}, 8, r); },
+               {"document 1", "reserved id 4", "[MASK]"});
+  expect_error([&] { next_sentence_pairs({{10}, {11}}, {0, 0}, {0, 1}, 8, r); },
+               {"unit 0 spans groups 0 and 1"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // Masking
 

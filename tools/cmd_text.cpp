@@ -93,6 +93,9 @@ void add_text(CLI::App& app) {
     sub->add_option("--corpus", args->f.opt.corpus, "A text file, one document per line, split by line index (default: the KJV)");
     sub->add_option("--vocab-size", args->f.opt.vocab_size, "SentencePiece vocabulary, learned on the train split")->capture_default_str();
     sub->add_option("--mask-prob", args->f.opt.mask_prob, "Share of tokens masked (BERT: 0.15, of which 80/10/10)")->capture_default_str();
+    sub->add_flag("--nsp", args->f.opt.nsp,
+                  "Add BERT's next-sentence objective (the KJV): train on pairs of passages, half "
+                  "of them with B from elsewhere in the book, and a [CLS] head that tells them apart");
     add_lm_flags(*sub, args->f);
     sub->callback([args] {
       set_threads(args->f.threads);

@@ -248,7 +248,8 @@ const T* TextModel<T>::mlm_logits(const int64_t* positions, int64_t count) {
 
 template <class T>
 typename TextModel<T>::MlmResult TextModel<T>::mlm(const int64_t* positions, const int32_t* labels,
-                                                   int64_t count, bool backward) {
+                                                   int64_t count, bool backward,
+                                                   const T* cls_dlogits) {
   const int64_t N = cfg_.seq_len, B = this->batch_, D = cfg_.dim, V = cfg_.vocab_size;
   MlmResult r;
   if (backward) {
@@ -281,7 +282,12 @@ typename TextModel<T>::MlmResult TextModel<T>::mlm(const int64_t* positions, con
       for (int64_t d = 0; d < D; ++d) dxf_[row * D + d] += drows_[k * D + d];
     }
   }
-  if (backward && count > 0) backward_encoder();
+  if (backward && cls_dlogits) {
+    GMLP_CHECK(cls_w_ >= 0);
+    linear_backward(dxf_, g + cls_w_, g + cls_b_, cls_dlogits, xf_, w + cls_w_, B, D,
+                    int64_t(cfg_.num_classes));  // adds to the [CLS] rows' masked-token gradient
+  }
+  if (backward && (count > 0 || cls_dlogits)) backward_encoder();
   return r;
 }
 

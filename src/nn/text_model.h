@@ -79,8 +79,11 @@ class TextModel final : public ParamModel<T> {
   };
   // Masked-token cross-entropy at `count` positions (flat b·N + n) of the last encode against
   // their labels, logits formed a chunk of rows at a time. With backward, accumulates the
-  // gradient of the MEAN loss into every parameter (the encoder included).
-  MlmResult mlm(const int64_t* positions, const int32_t* labels, int64_t count, bool backward);
+  // gradient of the MEAN loss into every parameter (the encoder included). With backward and
+  // cls_dlogits (B, K), the gradient of a classification loss on [CLS] (BERT's next-sentence
+  // objective, classify() of the same encode) is added too, through one encoder backward.
+  MlmResult mlm(const int64_t* positions, const int32_t* labels, int64_t count, bool backward,
+                const T* cls_dlogits = nullptr);
   // The vocabulary logits (count ≤ kMlmChunk rows) at positions of the last encode.
   const T* mlm_logits(const int64_t* positions, int64_t count);
   static constexpr int64_t kMlmChunk = 256;

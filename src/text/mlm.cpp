@@ -41,6 +41,64 @@ std::vector<std::vector<int32_t>> pack_sequences(const std::vector<std::vector<i
   return out;
 }
 
+std::vector<Example> next_sentence_pairs(const std::vector<std::vector<int32_t>>& docs,
+                                         const std::vector<int>& unit,
+                                         const std::vector<int>& group, int seq_len, Rng& rng) {
+  const size_t n = docs.size();
+  if (unit.size() != n || group.size() != n)
+    fail("failed to build next-sentence pairs: ", n, " documents but ", unit.size(), " units and ",
+         group.size(), " groups");
+  if (seq_len < 5)
+    fail("failed to build next-sentence pairs: expected a sequence length >= 5, found ", seq_len);
+  for (size_t d = 0; d < n; ++d) {
+    if (d > 0 && unit[d] == unit[d - 1] && group[d] != group[d - 1])
+      fail("failed to build next-sentence pairs: unit ", unit[d], " spans groups ", group[d - 1],
+           " and ", group[d]);
+    for (const int32_t id : docs[d])
+      if (reserved(id) && id != T::kUnk)
+        fail("failed to build next-sentence pairs: document ", d, " holds the reserved id ", id,
+             " (", T::kReservedPieces[id], ")");
+  }
+  // Each document's group as the range [first, last) of documents sharing it.
+  std::vector<size_t> group_first(n), group_last(n);
+  for (size_t d = 0; d < n;) {
+    size_t e = d;
+    while (e < n && group[e] == group[d]) ++e;
+    for (size_t k = d; k < e; ++k) group_first[k] = d, group_last[k] = e;
+    d = e;
+  }
+  const size_t target = size_t(seq_len - 3);
+  auto append = [](std::vector<int32_t>& to, const std::vector<int32_t>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  std::vector<Example> out;
+  for (size_t i = 0; i < n;) {
+    size_t j = i, len = 0;
+    while (j < n && unit[j] == unit[i] && (len < target || j - i < 2)) len += docs[j++].size();
+    if (j - i < 2) {  // a unit's single last document
+      i = j;
+      continue;
+    }
+    const size_t a_end = i + 1 + size_t(rng.below(j - i - 1));
+    std::vector<int32_t> a, b;
+    for (size_t d = i; d < a_end; ++d) append(a, docs[d]);
+    const size_t others = (group_last[i] - group_first[i]) - (j - i);
+    int label = 1;
+    if (rng.uniform() < 0.5 && others > 0) {
+      label = 0;
+      size_t r = group_first[i] + size_t(rng.below(others));
+      if (r >= i) r += j - i;  // skip the chunk itself
+      for (size_t d = r; d < n && unit[d] == unit[r] && (d == r || a.size() + b.size() < target); ++d)
+        append(b, docs[d]);
+    } else {
+      for (size_t d = a_end; d < j; ++d) append(b, docs[d]);
+    }
+    out.push_back({segment_pair(std::move(a), std::move(b), seq_len), label});
+    i = j;
+  }
+  return out;
+}
+
 void mask_tokens(const int32_t* ids, int32_t* inputs, int32_t* labels, int64_t n, int vocab_size,
                  const MaskConfig& cfg, Rng& rng) {
   auto prob_ok = [](float p) { return p >= 0.0f && p <= 1.0f; };

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "text/tasks.h"
 
 namespace gmlp::text {
 
@@ -23,6 +24,25 @@ inline constexpr int32_t kIgnoreLabel = -100;  // label of a position the loss s
 // Throws gmlp::Error if seq_len < 2 or a document holds [PAD], [CLS], [SEP] or [MASK].
 std::vector<std::vector<int32_t>> pack_sequences(const std::vector<std::vector<int32_t>>& docs,
                                                  int seq_len = kDefaultSeqLen);
+
+// BERT's next-sentence pretraining data (Devlin et al. 2019, §3.1, task #2; the shape of its
+// create_pretraining_data.py): pairs "[CLS] A [SEP] B [SEP]" of seq_len ids, label 1 when B is the
+// text right after A, 0 when B is text from elsewhere. docs are the documents in order (token ids
+// without reserved symbols other than [UNK]); unit[d] says which run of consecutive text document
+// d belongs to (KJV: its chapter; a pair never crosses one) and group[d] where its negatives come
+// from (KJV: its book, the finetuning task's rule); a unit lies inside one group.
+//   The documents of each unit are cut, in order, into chunks of consecutive documents holding at
+// least seq_len - 3 ids (or the unit's rest) and at least two documents; a unit's single last
+// document is left out. Each chunk gives one pair: A is its first k documents, k uniform in
+// [1, size - 1]; with probability 1/2 B is the chunk's remaining documents (label 1), else B
+// starts at a uniformly random document of the same group outside the chunk and takes the
+// documents after it in its unit up to the length (label 0; a group with no such document gives
+// a positive). segment_pair trims the longer side to fit. The chunks, hence the number of pairs,
+// do not depend on rng; which pairs are negative and their B do. Throws gmlp::Error on sizes that
+// differ, a unit across groups, seq_len < 5, or a document holding [PAD], [CLS], [SEP] or [MASK].
+std::vector<Example> next_sentence_pairs(const std::vector<std::vector<int32_t>>& docs,
+                                         const std::vector<int>& unit,
+                                         const std::vector<int>& group, int seq_len, Rng& rng);
 
 struct MaskConfig {
   float mask_prob = 0.15f;      // share of eligible tokens selected for prediction

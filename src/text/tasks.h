@@ -20,6 +20,7 @@ namespace gmlp::text {
 struct Example {
   std::vector<int32_t> ids;  // seq_len ids
   int label;
+  bool operator==(const Example&) const = default;
 };
 
 enum class Task { ot_nt, genre, next_verse };

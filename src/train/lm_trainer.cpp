@@ -29,7 +29,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, v
                                                 batch_size, lr, min_lr, warmup_epochs,
                                                 weight_decay, clip_norm, mask_prob, seed,
                                                 train_limit, eval_limit, seq_len, precision,
-                                                segments)
+                                                segments, nsp)
 
 nlohmann::json LmOptions::to_json() const { return *this; }
 LmOptions LmOptions::from_json(const nlohmann::json& j) { return j.get<LmOptions>(); }
@@ -105,12 +105,33 @@ std::vector<std::string> documents(const LmOptions& opt, text::Split split) {
   return text::verse_texts(text::load_kjv(), split);
 }
 
-std::vector<std::vector<int32_t>> pack(const Tokenizer& tok, const std::vector<std::string>& docs,
-                                       int seq_len) {
+std::vector<std::vector<int32_t>> encode_all(const Tokenizer& tok, const std::vector<std::string>& docs) {
   std::vector<std::vector<int32_t>> ids;
   ids.reserve(docs.size());
   for (const auto& d : docs) ids.push_back(tok.encode(d));
-  return text::pack_sequences(ids, seq_len);
+  return ids;
+}
+
+std::vector<std::vector<int32_t>> pack(const Tokenizer& tok, const std::vector<std::string>& docs,
+                                       int seq_len) {
+  return text::pack_sequences(encode_all(tok, docs), seq_len);
+}
+
+// The KJV verses of a split for next-sentence pairs, with their chapters (units) and books
+// (groups).
+struct NspDocs {
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<int> unit, group;
+};
+
+NspDocs nsp_documents(const Tokenizer& tok, text::Split split) {
+  NspDocs out;
+  std::vector<std::string> texts;
+  for (const text::Verse& v : text::load_kjv())
+    if (text::kjv_split(v.chapter_index) == split)
+      texts.push_back(v.text), out.unit.push_back(v.chapter_index), out.group.push_back(v.book);
+  out.ids = encode_all(tok, texts);
+  return out;
 }
 
 struct StepResult {
@@ -245,6 +266,10 @@ void make_folder(const std::string& dir) {
 
 TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool resume) {
   LmOptions opt = options;
+  // A text file is split line by line, so no two dev lines follow one another: no pairs to test.
+  if (opt.nsp && !opt.corpus.empty())
+    fail("pretrain --nsp needs the KJV, whose split keeps chapters whole; '", opt.corpus,
+         "' is split line by line, so its dev lines never follow one another");
   make_folder(opt.out_dir);
   const RunFiles files(opt.out_dir);
   TextCheckpoint ck;
@@ -258,7 +283,8 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
         opt.vocab_size, opt.seed));
     ck.config = config;
     ck.config.vocab_size = ck.tokenizer->vocab_size();
-    ck.config.num_classes = 0;
+    ck.config.num_classes = opt.nsp ? 2 : 0;  // the next-sentence head: 1 when B follows A
+    if (opt.nsp) ck.config.segments = true;
     ck.model = std::make_unique<TextModel<float>>(ck.config);
     Rng init_rng(opt.seed);
     ck.model->init(init_rng);
@@ -266,7 +292,28 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   TextModel<float>& model = *ck.model;
   const Tokenizer& tok = *ck.tokenizer;
   const int N = model.config().seq_len, V = model.config().vocab_size;
-  const auto train_seqs = pack(tok, documents(opt, text::Split::train), N);
+  if (opt.nsp && model.config().num_classes != 2)
+    fail("failed to pretrain with the next-sentence objective: the model has ",
+         model.config().num_classes, " classes, expected 2");
+  // Plain: the packed train split. Next-sentence: pairs drawn afresh each epoch (their number is
+  // the same in every epoch), and a fixed draw of dev pairs.
+  NspDocs nsp_train;
+  std::vector<text::Example> pairs, dev_pairs;
+  auto draw_pairs = [&](int epoch) {
+    Rng r(epoch_seed(opt.seed ^ 0x4E5Bull, epoch));
+    pairs = text::next_sentence_pairs(nsp_train.ids, nsp_train.unit, nsp_train.group, N, r);
+  };
+  std::vector<std::vector<int32_t>> train_seqs;
+  if (opt.nsp) {
+    nsp_train = nsp_documents(tok, text::Split::train);
+    draw_pairs(start.epoch);
+    const NspDocs dev = nsp_documents(tok, text::Split::dev);
+    Rng r(opt.seed ^ 0xDE5E7ull);
+    dev_pairs = text::next_sentence_pairs(dev.ids, dev.unit, dev.group, N, r);
+    if (opt.eval_limit > 0 && int64_t(dev_pairs.size()) > opt.eval_limit) dev_pairs.resize(size_t(opt.eval_limit));
+  } else {
+    train_seqs = pack(tok, documents(opt, text::Split::train), N);
+  }
   auto dev_seqs = pack(tok, documents(opt, text::Split::dev), N);
   if (opt.eval_limit > 0 && int64_t(dev_seqs.size()) > opt.eval_limit) dev_seqs.resize(size_t(opt.eval_limit));
   text::MaskConfig mask;
@@ -286,17 +333,39 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     for (int64_t i = 0; i < count; ++i)
       if (lab[i] != text::kIgnoreLabel) positions.push_back(i), targets.push_back(lab[i]);
   };
+  // The next-sentence head's loss, labels and figures over the epoch so far.
+  std::vector<int32_t> nsp_labels;
+  std::vector<float> probs, dlogits;
+  StepResult nsp_total;
   Job job;
-  job.items = int64_t(train_seqs.size());
+  job.items = int64_t(opt.nsp ? pairs.size() : train_seqs.size());
   job.unit = "seq";
+  if (opt.nsp)
+    job.begin_epoch = [&](int epoch) {
+      draw_pairs(epoch);
+      nsp_total = {};
+    };
   job.step = [&](const std::vector<int>& order, int64_t first, int B, Rng& rng) {
-    inputs.resize(size_t(B) * N), labels.resize(size_t(B) * N);
-    for (int b = 0; b < B; ++b)
-      text::mask_tokens(train_seqs[order[first + b]].data(), inputs.data() + b * N,
-                        labels.data() + b * N, N, V, mask, rng);
+    inputs.resize(size_t(B) * N), labels.resize(size_t(B) * N), nsp_labels.resize(size_t(B));
+    for (int b = 0; b < B; ++b) {
+      const int i = order[first + b];
+      const int32_t* ids = opt.nsp ? pairs[i].ids.data() : train_seqs[i].data();
+      text::mask_tokens(ids, inputs.data() + b * N, labels.data() + b * N, N, V, mask, rng);
+      if (opt.nsp) nsp_labels[b] = pairs[i].label;
+    }
     gather(labels.data(), int64_t(B) * N);
     model.encode(inputs.data(), B, &rng);
-    const auto r = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true);
+    const float* cls_dlogits = nullptr;
+    if (opt.nsp) {  // BERT's sum of the two mean losses
+      const float* logits = model.classify();
+      probs.resize(size_t(B) * 2), dlogits.resize(size_t(B) * 2);
+      nsp_total.loss_sum += double(cross_entropy_forward(probs.data(), logits, nsp_labels.data(), B, 2, 0.f)) * B;
+      for (int b = 0; b < B; ++b) nsp_total.correct += (logits[b * 2 + 1] > logits[b * 2]) == (nsp_labels[b] == 1);
+      nsp_total.count += B;
+      cross_entropy_backward(dlogits.data(), probs.data(), nsp_labels.data(), B, 2, 0.f);
+      cls_dlogits = dlogits.data();
+    }
+    const auto r = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true, cls_dlogits);
     return StepResult{r.loss_sum, r.correct, int64_t(positions.size())};
   };
   job.evaluate = [&] {
@@ -311,14 +380,36 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
       loss += r.loss_sum, correct += r.correct, count += int64_t(positions.size());
     }
     const double mean = count ? loss / double(count) : 0.0;
-    return nlohmann::json{{"dev_loss", mean}, {"dev_ppl", std::exp(mean)},
-                          {"dev_acc", count ? double(correct) / double(count) : 0.0},
-                          {"dev_masked_tokens", count}};
+    nlohmann::json m{{"dev_loss", mean}, {"dev_ppl", std::exp(mean)},
+                     {"dev_acc", count ? double(correct) / double(count) : 0.0},
+                     {"dev_masked_tokens", count}};
+    if (opt.nsp) {
+      // Whether B follows A, on the unmasked dev pairs, as a finetuned model would read them.
+      int64_t hits = 0;
+      for (int64_t s0 = 0; s0 < int64_t(dev_pairs.size()); s0 += B) {
+        const int64_t b = std::min(B, int64_t(dev_pairs.size()) - s0);
+        inputs.resize(size_t(b) * N);
+        for (int64_t k = 0; k < b; ++k)
+          std::copy(dev_pairs[s0 + k].ids.begin(), dev_pairs[s0 + k].ids.end(), inputs.begin() + k * N);
+        model.encode(inputs.data(), b);
+        const float* logits = model.classify();
+        for (int64_t k = 0; k < b; ++k) hits += (logits[k * 2 + 1] > logits[k * 2]) == (dev_pairs[s0 + k].label == 1);
+      }
+      m["dev_nsp_acc"] = dev_pairs.empty() ? 0.0 : double(hits) / double(dev_pairs.size());
+      m["dev_nsp_pairs"] = dev_pairs.size();
+      m["train_nsp_loss"] = nsp_total.count ? nsp_total.loss_sum / double(nsp_total.count) : 0.0;
+      m["train_nsp_acc"] = nsp_total.count ? double(nsp_total.correct) / double(nsp_total.count) : 0.0;
+    }
+    return m;
   };
   job.report = [&](const nlohmann::json& m) {
-    std::fprintf(stderr, "epoch %d/%d  train loss %.4f  dev perplexity %.2f  dev masked-token acc %.2f%%  (%s)\n",
+    char nsp[96] = "";
+    if (opt.nsp)
+      std::snprintf(nsp, sizeof nsp, "  next sentence: train acc %.2f%%, dev acc %.2f%%",
+                    100 * m["train_nsp_acc"].get<double>(), 100 * m["dev_nsp_acc"].get<double>());
+    std::fprintf(stderr, "epoch %d/%d  train loss %.4f  dev perplexity %.2f  dev masked-token acc %.2f%%%s  (%s)\n",
                  m["epoch"].get<int>(), opt.epochs, m["train_loss"].get<double>(), m["dev_ppl"].get<double>(),
-                 100 * m["dev_acc"].get<double>(), format_duration(m["seconds"].get<double>()).c_str());
+                 100 * m["dev_acc"].get<double>(), nsp, format_duration(m["seconds"].get<double>()).c_str());
   };
   return run(model, tok, opt, files, start, job);
 }
@@ -354,8 +445,12 @@ TrainResult finetune(const LmOptions& options, bool resume) {
     ck.model = std::make_unique<TextModel<float>>(ck.config);
     Rng init_rng(opt.seed);
     ck.model->init(init_rng);  // the new head; everything else comes from the pretrained model
+    // A next-sentence head (pretrain --nsp) answers next-verse's question with next-verse's
+    // labels, so that task starts from it; every other task gets a new head.
+    const bool keep_head = text::is_pair(task) && pre.config.num_classes == ck.config.num_classes;
     for (const ParamInfo& p : pre.model->params()) {
       if (p.name == "segment_embed.weight" && !ck.config.segments) continue;  // --segments off
+      if (p.name.rfind("cls_head.", 0) == 0 && !keep_head) continue;
       const ParamInfo& q = ck.model->param(p.name);
       // At a shorter length every length-sized axis (gMLP's spatial W and bias, BERT's
       // positions) keeps its leading block: the first n1 tokens see what they saw in pretraining.

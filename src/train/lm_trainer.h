@@ -4,7 +4,10 @@
 //
 //   pretrain   packs the train split into fixed-length sequences, masks 15 % of tokens (BERT's
 //              80/10/10) afresh every epoch, and reports masked-token perplexity on the dev
-//              split (fixed masks, so epochs compare)
+//              split (fixed masks, so epochs compare). With nsp, the sequences are instead
+//              BERT's next-sentence pairs (text::next_sentence_pairs, drawn afresh each epoch)
+//              and a two-class head on [CLS] learns whether B follows A, its loss added to the
+//              masked tokens'; the model gets segment embeddings, and dev reports both
 //   finetune   starts from a pretrained checkpoint, adds a classification head on [CLS], and
 //              trains one KJV task (ot-nt, genre, next-verse); dev and test accuracy per epoch
 //
@@ -44,6 +47,7 @@ struct LmOptions {
   int eval_limit = 0;            // evaluate on the first N dev/test sequences/examples (0: all)
   std::string precision = "f32";
   std::string segments = "auto";  // finetune: segment embeddings on, off, or auto (on for pairs)
+  bool nsp = false;              // pretrain: BERT's next-sentence objective beside the masked tokens
 
   nlohmann::json to_json() const;
   static LmOptions from_json(const nlohmann::json& j);
