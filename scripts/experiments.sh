@@ -3,8 +3,8 @@
 # running this script again continues the work; runs go to runs/.
 #
 #   scripts/experiments.sh [PART...]    # after `make build`; PART: compare ablation best text
-#                                       # text-long best-amlp best-ema next-verse (default: the
-#                                       # first four)
+#                                       # text-long best-amlp best-ema next-verse nsp (default:
+#                                       # the first four)
 #
 # The budgets are what one 3-hour session of this machine's two shared cores affords per part:
 # compare (8 models × 3 epochs) and ablation (3 × 3 epochs) together about 2.3 hours; best about
@@ -135,6 +135,28 @@ next_verse() {
     --seq-len 96 --lr 3e-4
 }
 
+# Issue 5, session 11: aMLP pretrained for 15 epochs three ways: masked tokens only, and with
+# BERT's next-sentence objective (pretrain --nsp) with negatives from the same book or from
+# anywhere (BERT's rule, the default). Each is read zero-shot on next-verse (--lr 0: the
+# pretrained head as it is; a plain model's new head is chance), then finetuned on the three
+# tasks, next-verse at a peak of 3e-4 as above. On the Zen 4 of session 11: about 16 minutes a
+# pretraining, 6 a single-verse finetuning, 8 a next-verse epoch.
+nsp() {
+  local p
+  run pretrain runs/nsp/amlp15 15 --preset kjv-amlp
+  run pretrain runs/nsp/nspbook-amlp15 15 --preset kjv-amlp --nsp --nsp-negatives book
+  run pretrain runs/nsp/nsp-amlp15 15 --preset kjv-amlp --nsp
+  for p in nsp-amlp15 nspbook-amlp15 amlp15; do
+    run finetune "runs/nsp/$p-nv-zeroshot" 1 --init "runs/nsp/$p/checkpoint.safetensors" \
+      --task next-verse --seq-len 96 --lr 0 --min-lr 0 --train-limit 32
+    run finetune "runs/nsp/$p-next-verse" 3 --init "runs/nsp/$p/checkpoint.safetensors" \
+      --task next-verse --seq-len 96 --lr 3e-4
+    for t in ot-nt genre; do
+      run finetune "runs/nsp/$p-$t" 3 --init "runs/nsp/$p/checkpoint.safetensors" --task "$t" --seq-len 64
+    done
+  done
+}
+
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(compare ablation best text)
 for part in "${parts[@]}"; do
@@ -144,6 +166,7 @@ for part in "${parts[@]}"; do
     best-amlp) best_amlp ;;
     best-ema) best_ema ;;
     next-verse) next_verse ;;
-    *) echo "experiments.sh: unknown part '$part' (expected compare, ablation, best, best-amlp, best-ema, text, text-long or next-verse)" >&2; exit 2 ;;
+    nsp) nsp ;;
+    *) echo "experiments.sh: unknown part '$part' (expected compare, ablation, best, best-amlp, best-ema, text, text-long, next-verse or nsp)" >&2; exit 2 ;;
   esac
 done

@@ -95,7 +95,10 @@ void add_text(CLI::App& app) {
     sub->add_option("--mask-prob", args->f.opt.mask_prob, "Share of tokens masked (BERT: 0.15, of which 80/10/10)")->capture_default_str();
     sub->add_flag("--nsp", args->f.opt.nsp,
                   "Add BERT's next-sentence objective (the KJV): train on pairs of passages, half "
-                  "of them with B from elsewhere in the book, and a [CLS] head that tells them apart");
+                  "of them with B from elsewhere, and a [CLS] head that tells them apart");
+    sub->add_option("--nsp-negatives", args->f.opt.nsp_negatives,
+                    "Where --nsp takes a negative's B: any book (BERT's rule), or the same book "
+                    "(next-verse's)")->check(CLI::IsMember({"any", "book"}))->capture_default_str();
     add_lm_flags(*sub, args->f);
     sub->callback([args] {
       set_threads(args->f.threads);

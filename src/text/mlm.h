@@ -30,7 +30,7 @@ std::vector<std::vector<int32_t>> pack_sequences(const std::vector<std::vector<i
 // text right after A, 0 when B is text from elsewhere. docs are the documents in order (token ids
 // without reserved symbols other than [UNK]); unit[d] says which run of consecutive text document
 // d belongs to (KJV: its chapter; a pair never crosses one) and group[d] where its negatives come
-// from (KJV: its book, the finetuning task's rule); a unit lies inside one group.
+// from (BERT: the whole corpus; the next-verse task's rule: the book); a unit lies inside one group.
 //   The documents of each unit are cut, in order, into chunks of consecutive documents holding at
 // least seq_len - 3 ids (or the unit's rest) and at least two documents; a unit's single last
 // document is left out. Each chunk gives one pair: A is its first k documents, k uniform in

@@ -29,7 +29,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, v
                                                 batch_size, lr, min_lr, warmup_epochs,
                                                 weight_decay, clip_norm, mask_prob, seed,
                                                 train_limit, eval_limit, seq_len, precision,
-                                                segments, nsp)
+                                                segments, nsp, nsp_negatives)
 
 nlohmann::json LmOptions::to_json() const { return *this; }
 LmOptions LmOptions::from_json(const nlohmann::json& j) { return j.get<LmOptions>(); }
@@ -117,19 +117,19 @@ std::vector<std::vector<int32_t>> pack(const Tokenizer& tok, const std::vector<s
   return text::pack_sequences(encode_all(tok, docs), seq_len);
 }
 
-// The KJV verses of a split for next-sentence pairs, with their chapters (units) and books
-// (groups).
+// The KJV verses of a split for next-sentence pairs, with their chapters (units) and where
+// negatives come from (groups): their book, or with `any_book` the whole split.
 struct NspDocs {
   std::vector<std::vector<int32_t>> ids;
   std::vector<int> unit, group;
 };
 
-NspDocs nsp_documents(const Tokenizer& tok, text::Split split) {
+NspDocs nsp_documents(const Tokenizer& tok, text::Split split, bool any_book) {
   NspDocs out;
   std::vector<std::string> texts;
   for (const text::Verse& v : text::load_kjv())
     if (text::kjv_split(v.chapter_index) == split)
-      texts.push_back(v.text), out.unit.push_back(v.chapter_index), out.group.push_back(v.book);
+      texts.push_back(v.text), out.unit.push_back(v.chapter_index), out.group.push_back(any_book ? 0 : v.book);
   out.ids = encode_all(tok, texts);
   return out;
 }
@@ -270,6 +270,9 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   if (opt.nsp && !opt.corpus.empty())
     fail("pretrain --nsp needs the KJV, whose split keeps chapters whole; '", opt.corpus,
          "' is split line by line, so its dev lines never follow one another");
+  if (opt.nsp_negatives != "book" && opt.nsp_negatives != "any")
+    fail("unknown --nsp-negatives '", opt.nsp_negatives, "': expected book or any");
+  const bool any_book = opt.nsp_negatives == "any";
   make_folder(opt.out_dir);
   const RunFiles files(opt.out_dir);
   TextCheckpoint ck;
@@ -305,9 +308,9 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   };
   std::vector<std::vector<int32_t>> train_seqs;
   if (opt.nsp) {
-    nsp_train = nsp_documents(tok, text::Split::train);
+    nsp_train = nsp_documents(tok, text::Split::train, any_book);
     draw_pairs(start.epoch);
-    const NspDocs dev = nsp_documents(tok, text::Split::dev);
+    const NspDocs dev = nsp_documents(tok, text::Split::dev, any_book);
     Rng r(opt.seed ^ 0xDE5E7ull);
     dev_pairs = text::next_sentence_pairs(dev.ids, dev.unit, dev.group, N, r);
     if (opt.eval_limit > 0 && int64_t(dev_pairs.size()) > opt.eval_limit) dev_pairs.resize(size_t(opt.eval_limit));

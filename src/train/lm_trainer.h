@@ -48,6 +48,8 @@ struct LmOptions {
   std::string precision = "f32";
   std::string segments = "auto";  // finetune: segment embeddings on, off, or auto (on for pairs)
   bool nsp = false;              // pretrain: BERT's next-sentence objective beside the masked tokens
+  std::string nsp_negatives = "any";  // where its negatives' B comes from: anywhere in the split
+                                      // (BERT's rule), or the same book ("book", next-verse's)
 
   nlohmann::json to_json() const;
   static LmOptions from_json(const nlohmann::json& j);
