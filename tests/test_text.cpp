@@ -580,12 +580,15 @@ TEST(NextSentencePairs, ChunksAreFixedAndBIsTheSuccessorOrFromTheGroup) {
       if (a[k].label == 1) {
         ++positives;
         EXPECT_EQ(unit[size_t(b_first)], unit[size_t(a_last)]);
-        if (cut)
+        if (cut) {
           EXPECT_GT(b_first, a_last);
-        else
+        } else {
           EXPECT_EQ(b_first, a_last + 1);
-        if (seq_len == 1000)  // B is the rest of the unit
-          EXPECT_TRUE(size_t(db.back()) + 1 == unit.size() || unit[size_t(db.back()) + 1] != unit[size_t(b_first)]);
+        }
+        if (seq_len == 1000) {  // B is the rest of the unit
+          const size_t after = size_t(db.back()) + 1;
+          EXPECT_TRUE(after == unit.size() || unit[after] != unit[size_t(b_first)]);
+        }
       } else {
         ASSERT_EQ(a[k].label, 0);
         EXPECT_EQ(group[size_t(b_first)], group[size_t(a_last)]);
