@@ -137,7 +137,7 @@ next_verse() {
 
 # Issue 5, session 11: aMLP pretrained for 15 epochs three ways: masked tokens only, and with
 # BERT's next-sentence objective (pretrain --nsp) with negatives from the same book or from
-# anywhere (BERT's rule, the default). Each is read zero-shot on next-verse (--lr 0: the
+# anywhere (BERT's rule, the default); the last also resumed to 30 epochs. Each is read zero-shot on next-verse (--lr 0: the
 # pretrained head as it is; a plain model's new head is chance), then finetuned on the three
 # tasks, next-verse at a peak of 3e-4 as above. On the Zen 4 of session 11: about 16 minutes a
 # pretraining, 6 a single-verse finetuning, 8 a next-verse epoch.
@@ -155,6 +155,13 @@ nsp() {
       run finetune "runs/nsp/$p-$t" 3 --init "runs/nsp/$p/checkpoint.safetensors" --task "$t" --seq-len 64
     done
   done
+  # The default one resumed from its 15th epoch to 30 (the cosine restarts over the longer run).
+  [ -d runs/nsp/nsp-amlp30 ] || cp -r runs/nsp/nsp-amlp15 runs/nsp/nsp-amlp30
+  "$G" pretrain --resume runs/nsp/nsp-amlp30 --epochs 30
+  run finetune runs/nsp/nsp-amlp30-nv-zeroshot 1 --init runs/nsp/nsp-amlp30/checkpoint.safetensors \
+    --task next-verse --seq-len 96 --lr 0 --min-lr 0 --train-limit 32
+  run finetune runs/nsp/nsp-amlp30-next-verse 3 --init runs/nsp/nsp-amlp30/checkpoint.safetensors \
+    --task next-verse --seq-len 96 --lr 3e-4
 }
 
 parts=("$@")
