@@ -155,6 +155,11 @@ nsp() {
       run finetune "runs/nsp/$p-$t" 3 --init "runs/nsp/$p/checkpoint.safetensors" --task "$t" --seq-len 64
     done
   done
+  # The single-verse tasks at a lower peak rate than finetune's default 2e-3.
+  for t in ot-nt genre; do
+    run finetune "runs/nsp/amlp15-$t-lr5e-4" 3 --init runs/nsp/amlp15/checkpoint.safetensors \
+      --task "$t" --seq-len 64 --lr 5e-4
+  done
   # The default one resumed from its 15th epoch to 30 (the cosine restarts over the longer run).
   [ -d runs/nsp/nsp-amlp30 ] || cp -r runs/nsp/nsp-amlp15 runs/nsp/nsp-amlp30
   "$G" pretrain --resume runs/nsp/nsp-amlp30 --epochs 30
