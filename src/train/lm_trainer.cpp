@@ -139,6 +139,51 @@ struct StepResult {
   int64_t correct = 0, count = 0;
 };
 
+// A batch for the [CLS] head (finetuning, and pretraining's next-sentence loss) and its
+// buffers, reused from step to step.
+struct HeadBatch {
+  std::vector<int32_t> ids, labels;
+  std::vector<float> probs, dlogits;
+
+  // Examples index[0..B) of set (index null: the B from `first` on) into ids and labels.
+  void load(const std::vector<text::Example>& set, const int* index, int64_t first, int64_t B, int N) {
+    ids.resize(size_t(B) * size_t(N)), labels.resize(size_t(B));
+    for (int64_t b = 0; b < B; ++b) {
+      const text::Example& e = set[size_t(index ? index[b] : first + b)];
+      std::copy(e.ids.begin(), e.ids.end(), ids.begin() + b * N);
+      labels[size_t(b)] = e.label;
+    }
+  }
+  // Arg-max hits of logits (B, K) against labels.
+  int64_t hits(const float* logits, int64_t B, int K) const {
+    int64_t c = 0;
+    for (int64_t b = 0; b < B; ++b)
+      c += (std::max_element(logits + b * K, logits + (b + 1) * K) - logits - b * K) == labels[size_t(b)];
+    return c;
+  }
+  // Mean cross-entropy of logits (B, K) against labels, summed over the batch in the result, and
+  // its gradient with respect to the logits in dlogits.
+  StepResult loss(const float* logits, int B, int K) {
+    probs.resize(size_t(B) * size_t(K)), dlogits.resize(size_t(B) * size_t(K));
+    const float mean = cross_entropy_forward(probs.data(), logits, labels.data(), B, K, 0.f);
+    cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, 0.f);
+    return StepResult{double(mean) * B, hits(logits, B, K), B};
+  }
+  // The head's accuracy on set, a planned batch at a time.
+  double accuracy(TextModel<float>& model, const std::vector<text::Example>& set) {
+    const int64_t B = model.planned_batch(), S = int64_t(set.size());
+    const int N = model.config().seq_len, K = model.config().num_classes;
+    int64_t correct = 0;
+    for (int64_t s0 = 0; s0 < S; s0 += B) {
+      const int64_t b = std::min(B, S - s0);
+      load(set, nullptr, s0, b, N);
+      model.encode(ids.data(), b);
+      correct += hits(model.classify(), b, K);
+    }
+    return S ? double(correct) / double(S) : 0.0;
+  }
+};
+
 // What differs between pretraining and finetuning: the items, one step, the evaluation.
 struct Job {
   int64_t items = 0;          // sequences or examples in the train split
@@ -337,8 +382,7 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
       if (lab[i] != text::kIgnoreLabel) positions.push_back(i), targets.push_back(lab[i]);
   };
   // The next-sentence head's loss, labels and figures over the epoch so far.
-  std::vector<int32_t> nsp_labels;
-  std::vector<float> probs, dlogits;
+  HeadBatch nsp_batch;
   StepResult nsp_total;
   Job job;
   job.items = int64_t(opt.nsp ? pairs.size() : train_seqs.size());
@@ -349,24 +393,20 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
       nsp_total = {};
     };
   job.step = [&](const std::vector<int>& order, int64_t first, int B, Rng& rng) {
-    inputs.resize(size_t(B) * N), labels.resize(size_t(B) * N), nsp_labels.resize(size_t(B));
+    inputs.resize(size_t(B) * N), labels.resize(size_t(B) * N), nsp_batch.labels.resize(size_t(B));
     for (int b = 0; b < B; ++b) {
       const int i = order[first + b];
       const int32_t* ids = opt.nsp ? pairs[i].ids.data() : train_seqs[i].data();
       text::mask_tokens(ids, inputs.data() + b * N, labels.data() + b * N, N, V, mask, rng);
-      if (opt.nsp) nsp_labels[b] = pairs[i].label;
+      if (opt.nsp) nsp_batch.labels[b] = pairs[i].label;
     }
     gather(labels.data(), int64_t(B) * N);
     model.encode(inputs.data(), B, &rng);
     const float* cls_dlogits = nullptr;
     if (opt.nsp) {  // BERT's sum of the two mean losses
-      const float* logits = model.classify();
-      probs.resize(size_t(B) * 2), dlogits.resize(size_t(B) * 2);
-      nsp_total.loss_sum += double(cross_entropy_forward(probs.data(), logits, nsp_labels.data(), B, 2, 0.f)) * B;
-      for (int b = 0; b < B; ++b) nsp_total.correct += (logits[b * 2 + 1] > logits[b * 2]) == (nsp_labels[b] == 1);
-      nsp_total.count += B;
-      cross_entropy_backward(dlogits.data(), probs.data(), nsp_labels.data(), B, 2, 0.f);
-      cls_dlogits = dlogits.data();
+      const StepResult r = nsp_batch.loss(model.classify(), B, 2);
+      nsp_total.loss_sum += r.loss_sum, nsp_total.correct += r.correct, nsp_total.count += r.count;
+      cls_dlogits = nsp_batch.dlogits.data();
     }
     const auto r = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true, cls_dlogits);
     return StepResult{r.loss_sum, r.correct, int64_t(positions.size())};
@@ -388,17 +428,7 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
                      {"dev_masked_tokens", count}};
     if (opt.nsp) {
       // Whether B follows A, on the unmasked dev pairs, as a finetuned model would read them.
-      int64_t hits = 0;
-      for (int64_t s0 = 0; s0 < int64_t(dev_pairs.size()); s0 += B) {
-        const int64_t b = std::min(B, int64_t(dev_pairs.size()) - s0);
-        inputs.resize(size_t(b) * N);
-        for (int64_t k = 0; k < b; ++k)
-          std::copy(dev_pairs[s0 + k].ids.begin(), dev_pairs[s0 + k].ids.end(), inputs.begin() + k * N);
-        model.encode(inputs.data(), b);
-        const float* logits = model.classify();
-        for (int64_t k = 0; k < b; ++k) hits += (logits[k * 2 + 1] > logits[k * 2]) == (dev_pairs[s0 + k].label == 1);
-      }
-      m["dev_nsp_acc"] = dev_pairs.empty() ? 0.0 : double(hits) / double(dev_pairs.size());
+      m["dev_nsp_acc"] = nsp_batch.accuracy(model, dev_pairs);
       m["dev_nsp_pairs"] = dev_pairs.size();
       m["train_nsp_loss"] = nsp_total.count ? nsp_total.loss_sum / double(nsp_total.count) : 0.0;
       m["train_nsp_acc"] = nsp_total.count ? double(nsp_total.correct) / double(nsp_total.count) : 0.0;
@@ -479,22 +509,7 @@ TrainResult finetune(const LmOptions& options, bool resume) {
                text::is_pair(task) ? " (training negatives drawn afresh each epoch)" : "");
   for (auto* set : {&dev_set, &test_set})
     if (opt.eval_limit > 0 && int64_t(set->size()) > opt.eval_limit) set->resize(size_t(opt.eval_limit));
-  std::vector<int32_t> ids, labels;
-  std::vector<float> probs, dlogits;
-  auto load_batch = [&](const std::vector<text::Example>& set, const int* index, int64_t B) {
-    ids.resize(size_t(B) * N), labels.resize(size_t(B));
-    for (int64_t b = 0; b < B; ++b) {
-      const text::Example& e = set[index ? index[b] : b];
-      std::copy(e.ids.begin(), e.ids.end(), ids.begin() + b * N);
-      labels[b] = e.label;
-    }
-  };
-  auto correct_of = [&](const float* logits, int64_t B) {
-    int64_t c = 0;
-    for (int64_t b = 0; b < B; ++b)
-      c += (std::max_element(logits + b * K, logits + (b + 1) * K) - logits - b * K) == labels[b];
-    return c;
-  };
+  HeadBatch batch;
   Job job;
   job.items = int64_t(train_set.size());
   job.unit = "example";
@@ -503,31 +518,15 @@ TrainResult finetune(const LmOptions& options, bool resume) {
       train_set = text::training_examples(task, verses, tok, N, opt.seed, epoch, opt.train_limit);
     };
   job.step = [&](const std::vector<int>& order, int64_t first, int B, Rng& rng) {
-    load_batch(train_set, order.data() + first, B);
-    model.encode(ids.data(), B, &rng);
-    const float* logits = model.classify();
-    probs.resize(size_t(B) * K), dlogits.resize(size_t(B) * K);
-    const float loss = cross_entropy_forward(probs.data(), logits, labels.data(), B, K, 0.f);
-    const int64_t c = correct_of(logits, B);
-    cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, 0.f);
-    model.classify_backward(dlogits.data());
-    return StepResult{double(loss) * B, c, B};
-  };
-  auto accuracy = [&](const std::vector<text::Example>& set) {
-    const int64_t B = model.planned_batch(), S = int64_t(set.size());
-    int64_t correct = 0;
-    std::vector<int> index(static_cast<size_t>(B));
-    for (int64_t s0 = 0; s0 < S; s0 += B) {
-      const int64_t b = std::min(B, S - s0);
-      std::iota(index.begin(), index.begin() + b, int(s0));
-      load_batch(set, index.data(), b);
-      model.encode(ids.data(), b);
-      correct += correct_of(model.classify(), b);
-    }
-    return S ? double(correct) / double(S) : 0.0;
+    batch.load(train_set, order.data() + first, 0, B, N);
+    model.encode(batch.ids.data(), B, &rng);
+    const StepResult r = batch.loss(model.classify(), B, K);
+    model.classify_backward(batch.dlogits.data());
+    return r;
   };
   job.evaluate = [&] {
-    return nlohmann::json{{"task", opt.task}, {"dev_acc", accuracy(dev_set)}, {"test_acc", accuracy(test_set)}};
+    return nlohmann::json{{"task", opt.task}, {"dev_acc", batch.accuracy(model, dev_set)},
+                          {"test_acc", batch.accuracy(model, test_set)}};
   };
   job.report = [&](const nlohmann::json& m) {
     std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  dev acc %.2f%%  test acc %.2f%%  (%s)\n",
