@@ -369,6 +369,27 @@ $WORK/vizlm/curves.png" ] && [ -s "$WORK/vizlm/runs.png" ] && [ -s "$WORK/vizlm/
 then ok "viz draws two pretraining runs on shared axes and a finetuning run's curves"; else bad "viz of text runs: $(cat "$WORK/vizlm.out")"; fi
 expect_error "viz of runs with nothing in common" 1 "the runs share no metric" -- \
   "$GMLP" viz --metrics "$WORK/lm_full/metrics.jsonl" "$WORK/full/metrics.jsonl" --out "$WORK/vizmix"
+# --layer-decay 1e-12: every block and the embeddings step at 1e-12 times the rate or less, so
+# they stay where pretraining left them while the new head learns; the option is kept for --resume.
+if "$GMLP" finetune --init "$LMCK" --task ot-nt --layer-decay 1e-12 --lr 1e-2 --epochs 1 --train-limit 32 \
+     --eval-limit 16 --batch-size 8 --threads 2 --out "$WORK/ftld" >/dev/null 2>"$WORK/ftld.log" &&
+   grep -q "layer decay 1e-12" "$WORK/ftld.log" &&
+   python3 - "$LMCK" "$WORK/ftld" <<'PY'
+import json, sys
+import numpy as np
+from safetensors import safe_open
+from safetensors.numpy import load_file
+pre, ft = load_file(sys.argv[1]), load_file(sys.argv[2] + "/checkpoint.safetensors")
+for name, a in pre.items():
+    if name.startswith("blocks.") or name == "embed.weight":
+        assert np.abs(ft[name] - a).max() < 1e-9, name
+assert np.abs(ft["cls_head.weight"]).max() > 1e-3 and np.abs(ft["norm.weight"] - pre["norm.weight"]).max() > 1e-4
+with safe_open(sys.argv[2] + "/train_state.safetensors", "np") as f:
+    assert json.loads(f.metadata()["options"])["layer_decay"] == 1e-12
+PY
+then ok "finetune --layer-decay holds the lower layers back, the head at the full rate"; else bad "finetune --layer-decay: $(tail -3 "$WORK/ftld.log")"; fi
+expect_error "finetune --layer-decay out of range" 1 "invalid --layer-decay 0: expected a factor in \(0, 1\]" -- \
+  "$GMLP" finetune --init "$LMCK" --task ot-nt --layer-decay 0 --out "$WORK/ftld0"
 expect_error "finetune longer than pretraining" 1 "expected --seq-len <= the pretraining length 32, found 64" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --seq-len 64 --out "$WORK/ft64"
 

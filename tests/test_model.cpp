@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "check.h"
+#include "core/error.h"
 #include "core/matmul.h"
 #include "core/threads.h"
 #include "io/safetensors.h"
@@ -414,6 +415,45 @@ TEST(Model, InitMatchesTimm) {
   EXPECT_NEAR(fc1[1], bound / std::sqrt(3.0), 0.03 * bound);  // uniform(-a, a) has sd a/√3
   EXPECT_EQ(stats("head.weight")[2], 0.0);
   EXPECT_EQ(stats("norm.weight")[0], 1.0);
+}
+
+// Layer-wise decay gives each parameter its own rate, as a torch param group with lr·scale
+// would: one AdamW over all parameters with factors equals one AdamW per parameter at its
+// scaled rate (weight decay scaled too), and factors of one change nothing, bit for bit.
+TEST(AdamW, LearningRateFactorsEqualSeparateRates) {
+  ParamTable t;
+  t.add("embed.weight", {3, 4}, true);
+  t.add("blocks.0.fc.weight", {5, 2}, true);
+  t.add("blocks.0.fc.bias", {5}, false);
+  const std::vector<ParamInfo>& params = t.list();
+  const std::vector<double> scale = {0.25, 0.5, 1.0};
+  AdamWConfig cfg;
+  cfg.weight_decay = 0.1;
+  AdamW<double> joint(params, cfg, scale), ones(params, cfg, {1.0, 1.0, 1.0}), plain(params, cfg);
+  std::vector<AdamW<double>> separate;
+  for (const ParamInfo& p : params) {
+    ParamInfo alone = p;
+    alone.offset = 0;
+    separate.emplace_back(std::vector<ParamInfo>{alone}, cfg);
+  }
+  Rng rng(3);
+  const int64_t n = t.total();
+  std::vector<double> w(n), g(n);
+  for (double& x : w) x = rng.normal();
+  std::vector<double> w_sep = w, w_ones = w, w_plain = w;
+  for (int step = 0; step < 4; ++step) {
+    for (double& x : g) x = rng.normal();
+    const double lr = 1e-2 * (step + 1);
+    joint.step(w.data(), g.data(), lr);
+    for (size_t i = 0; i < params.size(); ++i)
+      separate[i].step(w_sep.data() + params[i].offset, g.data() + params[i].offset, lr * scale[i]);
+    ones.step(w_ones.data(), g.data(), lr);
+    plain.step(w_plain.data(), g.data(), lr);
+  }
+  EXPECT_TRUE(close("scaled", w.data(), w_sep.data(), n, 1e-14));
+  EXPECT_EQ(w_ones, w_plain);
+  EXPECT_NE(w, w_plain);
+  EXPECT_THROW(AdamW<double>(params, cfg, {1.0, 1.0}), Error);
 }
 
 }  // namespace

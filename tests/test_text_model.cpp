@@ -4,6 +4,7 @@
 // (tests/reference/text_models.py, fixtures from make_fixtures.py).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -17,6 +18,7 @@
 #include "text/tokenizer.h"
 #include "tolerances.h"
 #include "train/lm_trainer.h"
+#include "train/optimizer.h"
 
 namespace gmlp {
 namespace {
@@ -313,6 +315,50 @@ TEST_P(TextKind, InferencePlanAndSaveLoadGiveIdenticalLogits) {
   ck.model->encode(tc.ids.data(), tc.B);
   const float* after = ck.model->classify();
   for (int64_t i = 0; i < tc.B * K; ++i) ASSERT_EQ(after[i], before[i]) << "logit " << i;
+}
+
+// --layer-decay: with L blocks, blocks.<i>.* learns at decay^(L-i) times the rate, everything
+// registered before the first block (token, position, segment embeddings, relative biases) at
+// decay^(L+1), and the final norm and heads at the full rate.
+TEST(LayerDecay, ScalesFollowTheBlockIndex) {
+  for (const std::string kind : {"bert_seg", "bert_rel", "amlp"}) {
+    TextConfig c = tiny_text(kind);
+    c.depth = 3;
+    const TextModel<float> m(c);
+    const std::vector<double> s = layer_decay_scales(m.params(), 0.5);
+    ASSERT_EQ(s.size(), m.params().size());
+    bool seen_block = false;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const std::string& name = m.params()[i].name;
+      double want = 1.0;
+      if (name.rfind("blocks.", 0) == 0) {
+        seen_block = true;
+        want = std::pow(0.5, 3 - std::stoi(name.substr(7)));
+      } else if (!seen_block) {
+        want = 0.125 * 0.5;
+      }
+      EXPECT_EQ(s[i], want) << kind << " " << name;
+    }
+    for (const char* stem : {"embed.weight", "rel_bias.weight", "segment_embed.weight", "pos_embed"})
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (m.params()[i].name == stem) {
+          EXPECT_EQ(s[i], 0.0625) << kind << " " << stem;
+        }
+      }
+    for (double x : layer_decay_scales(m.params(), 1.0)) EXPECT_EQ(x, 1.0);
+    EXPECT_THROW(layer_decay_scales(m.params(), 0.0), Error);
+    EXPECT_THROW(layer_decay_scales(m.params(), 1.5), Error);
+  }
+  // Two-digit block indices are read whole.
+  ParamTable t;
+  t.add("embed.weight", {2}, true);
+  for (int b = 0; b < 12; ++b) t.add("blocks." + std::to_string(b) + ".fc.weight", {2}, true);
+  t.add("head.weight", {2}, true);
+  const std::vector<double> s = layer_decay_scales(t.list(), 0.8);
+  EXPECT_DOUBLE_EQ(s[0], std::pow(0.8, 13));
+  EXPECT_DOUBLE_EQ(s[11], std::pow(0.8, 2));  // blocks.10
+  EXPECT_DOUBLE_EQ(s[12], 0.8);               // blocks.11
+  EXPECT_EQ(s[13], 1.0);
 }
 
 }  // namespace

@@ -138,6 +138,10 @@ void add_text(CLI::App& app) {
                     "Segment (token-type) embeddings, BERT's marker of a pair's second segment: "
                     "auto (on for next-verse), on, off")
         ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
+    sub->add_option("--layer-decay", f->opt.layer_decay,
+                    "Layer-wise learning-rate decay (ELECTRA, BEiT): block i of L learns at "
+                    "decay^(L-i) times --lr, the embeddings at decay^(L+1), the head at --lr (1: off)")
+        ->capture_default_str();
     add_lm_flags(*sub, *f);
     f->lr->description("Peak learning rate")->capture_default_str();
     f->epochs->description("Epochs")->capture_default_str();

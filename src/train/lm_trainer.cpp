@@ -29,7 +29,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, v
                                                 batch_size, lr, min_lr, warmup_epochs,
                                                 weight_decay, clip_norm, mask_prob, seed,
                                                 train_limit, eval_limit, seq_len, precision,
-                                                segments, nsp, nsp_negatives)
+                                                segments, nsp, nsp_negatives, layer_decay)
 
 nlohmann::json LmOptions::to_json() const { return *this; }
 LmOptions LmOptions::from_json(const nlohmann::json& j) { return j.get<LmOptions>(); }
@@ -240,12 +240,16 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
   model.plan(B);
   AdamWConfig acfg;
   acfg.weight_decay = opt.weight_decay;
-  AdamW<float> adamw(model.params(), acfg);
+  const std::vector<double> lr_scale =
+      opt.layer_decay == 1.0 ? std::vector<double>{} : layer_decay_scales(model.params(), opt.layer_decay);
+  AdamW<float> adamw(model.params(), acfg, lr_scale);
   if (start.state) restore_moments(files, *start.state, adamw);
-  std::fprintf(stderr, "gmlp: %s %s, %ld params, %ld train %ss, batch %d, %ld steps/epoch, %s\n",
+  char decay_note[48] = "";
+  if (!lr_scale.empty()) std::snprintf(decay_note, sizeof decay_note, ", layer decay %g", opt.layer_decay);
+  std::fprintf(stderr, "gmlp: %s %s, %ld params, %ld train %ss, batch %d, %ld steps/epoch, %s%s\n",
                start.state ? "resuming" : "training", model.config().model.c_str(),
                long(model.num_trainable()), long(n), job.unit, B, long(steps_per_epoch),
-               precision_name(precision));
+               precision_name(precision), decay_note);
   Progress progress(total_steps, std::max<int64_t>(1, steps_per_epoch / 10));
   progress.set_offset(start.step);
   TrainResult result;
@@ -449,6 +453,8 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
 
 TrainResult finetune(const LmOptions& options, bool resume) {
   LmOptions opt = options;
+  if (!(opt.layer_decay > 0 && opt.layer_decay <= 1))
+    fail("invalid --layer-decay ", opt.layer_decay, ": expected a factor in (0, 1] (1: off)");
   make_folder(opt.out_dir);
   const RunFiles files(opt.out_dir);
   TextCheckpoint ck;

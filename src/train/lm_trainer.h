@@ -38,6 +38,8 @@ struct LmOptions {
   double min_lr = 1e-5;
   double warmup_epochs = 1;
   double weight_decay = 0.01;
+  double layer_decay = 1.0;      // finetune: block i of L learns at layer_decay^(L-i) times the
+                                 // rate, the embeddings at ^(L+1), the head at 1 (1: off)
   double clip_norm = 1.0;
   double mask_prob = 0.15;
   uint64_t seed = 0;

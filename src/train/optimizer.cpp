@@ -4,31 +4,46 @@
 #include <omp.h>
 
 #include <cmath>
+#include <string>
+
+#include "core/error.h"
 
 namespace gmlp {
 
 template <class T>
-AdamW<T>::AdamW(const std::vector<ParamInfo>& params, AdamWConfig config) : cfg_(config) {
+AdamW<T>::AdamW(const std::vector<ParamInfo>& params, AdamWConfig config,
+                const std::vector<double>& lr_scale)
+    : cfg_(config) {
   const int64_t n = params.empty() ? 0 : params.back().offset + params.back().numel;
   m_.resize(n);
   v_.resize(n);
   decay_.assign(n, 0);
   for (const ParamInfo& p : params)
     std::fill(decay_.begin() + p.offset, decay_.begin() + p.offset + p.numel, uint8_t(p.decay));
+  if (lr_scale.empty()) return;
+  if (lr_scale.size() != params.size())
+    fail("AdamW: expected one learning-rate factor per parameter (", params.size(), "), found ",
+         lr_scale.size());
+  scale_.assign(n, T(1));
+  for (size_t i = 0; i < params.size(); ++i)
+    std::fill(scale_.begin() + params[i].offset, scale_.begin() + params[i].offset + params[i].numel,
+              T(lr_scale[i]));
 }
 
 namespace {
-// The update of one contiguous span; restrict-qualified so that it vectorises.
-template <class T>
+// The update of one contiguous span; restrict-qualified so that it vectorises. scale (the
+// per-element learning-rate factors) is read only when kScaled.
+template <bool kScaled, class T>
 void adamw_span(T* __restrict w, T* __restrict m, T* __restrict v, const T* __restrict g,
-                const uint8_t* __restrict decay, int64_t n, T lr_wd, T b1, T b2, T eps,
-                T step_size, T inv_sqrt_bc2) {
+                const uint8_t* __restrict decay, const T* __restrict scale, int64_t n, T lr_wd,
+                T b1, T b2, T eps, T step_size, T inv_sqrt_bc2) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    w[i] -= (decay[i] ? lr_wd : T(0)) * w[i];
+    const T s = kScaled ? scale[i] : T(1);
+    w[i] -= (decay[i] ? s * lr_wd : T(0)) * w[i];
     m[i] = b1 * m[i] + (T(1) - b1) * g[i];
     v[i] = b2 * v[i] + (T(1) - b2) * g[i] * g[i];
-    w[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
+    w[i] -= s * step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
   }
 }
 }  // namespace
@@ -48,8 +63,12 @@ void AdamW<T>::step(T* w, const T* g, double lr) {
   {
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t begin = n * t / nt, end = n * (t + 1) / nt;
-    adamw_span(w + begin, m + begin, v + begin, g + begin, decay + begin, end - begin, lr_wd, b1,
-               b2, eps, step_size, inv_sqrt_bc2);
+    if (scale_.empty())
+      adamw_span<false>(w + begin, m + begin, v + begin, g + begin, decay + begin, static_cast<const T*>(nullptr),
+                        end - begin, lr_wd, b1, b2, eps, step_size, inv_sqrt_bc2);
+    else
+      adamw_span<true>(w + begin, m + begin, v + begin, g + begin, decay + begin,
+                       scale_.data() + begin, end - begin, lr_wd, b1, b2, eps, step_size, inv_sqrt_bc2);
   }
 }
 
@@ -72,6 +91,32 @@ void ema_update(T* ema, const T* w, int64_t n, double decay) {
   const T rate = T(1.0 - decay);
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) ema[i] += rate * (w[i] - ema[i]);
+}
+
+std::vector<double> layer_decay_scales(const std::vector<ParamInfo>& params, double decay) {
+  if (!(decay > 0 && decay <= 1)) fail("invalid layer decay ", decay, ": expected a factor in (0, 1]");
+  // The block index of a name blocks.<i>.*, or -1.
+  auto block_of = [](const std::string& name) {
+    static const std::string prefix = "blocks.";
+    if (name.compare(0, prefix.size(), prefix) != 0) return -1;
+    const size_t end = name.find('.', prefix.size());
+    try {
+      return std::stoi(name.substr(prefix.size(), end - prefix.size()));
+    } catch (const std::exception&) {
+      return -1;
+    }
+  };
+  int blocks = 0;
+  for (const ParamInfo& p : params) blocks = std::max(blocks, block_of(p.name) + 1);
+  std::vector<double> scales;
+  bool seen_block = false;
+  for (const ParamInfo& p : params) {
+    const int b = block_of(p.name);
+    seen_block = seen_block || b >= 0;
+    const int layer = b >= 0 ? b + 1 : seen_block ? blocks + 1 : 0;
+    scales.push_back(std::pow(decay, double(blocks + 1 - layer)));
+  }
+  return scales;
 }
 
 double lr_schedule(int64_t step, int64_t total, int64_t warmup, double lr, double min_lr) {

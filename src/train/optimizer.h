@@ -2,7 +2,8 @@
 //   w -= lr·wd·w (decay only where ParamInfo::decay);  m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²
 //   w -= lr/(1-β1^t) · m / (sqrt(v)/sqrt(1-β2^t) + eps)
 // plus global-norm gradient clipping (torch.nn.utils.clip_grad_norm_) and the learning-rate
-// schedule (linear warmup, then cosine decay to a floor), and the weights' moving average.
+// schedule (linear warmup, then cosine decay to a floor), the weights' moving average, and
+// layer-wise learning-rate decay for finetuning.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,9 @@ struct AdamWConfig {
 template <class T>
 class AdamW {
  public:
-  AdamW(const std::vector<ParamInfo>& params, AdamWConfig config);
+  // lr_scale, if given, holds one factor per parameter (as params): that parameter steps at
+  // lr·scale, its weight decay included, as a torch param group with lr = lr·scale would.
+  AdamW(const std::vector<ParamInfo>& params, AdamWConfig config, const std::vector<double>& lr_scale = {});
   // One update of w (flat, laid out as params) from g, at learning rate lr.
   void step(T* w, const T* g, double lr);
 
@@ -33,6 +36,7 @@ class AdamW {
  private:
   AdamWConfig cfg_;
   std::vector<uint8_t> decay_;  // per parameter element: 1 where weight decay applies
+  std::vector<T> scale_;        // per parameter element: its learning-rate factor (empty: all 1)
   int64_t t_ = 0;
   Buffer<T> m_, v_;
 };
@@ -47,6 +51,13 @@ double clip_grad_norm(T* g, int64_t n, double max_norm);
 // the whole state_dict, BatchNorm's running statistics too).
 template <class T>
 void ema_update(T* ema, const T* w, int64_t n, double decay);
+
+// Layer-wise learning-rate decay (ELECTRA, BEiT; timm's param_groups_layer_decay): with L blocks
+// named blocks.<i>.*, block i is layer i+1, what is registered before the first block (the
+// embeddings) layer 0, and what comes after the last (final norm, heads) layer L+1; layer l
+// learns at decay^(L+1-l) times the rate. One factor per parameter, for AdamW's lr_scale.
+// decay must be in (0, 1]; 1 gives all ones.
+std::vector<double> layer_decay_scales(const std::vector<ParamInfo>& params, double decay);
 
 // Linear warmup from lr/warmup to lr over `warmup` steps, then cosine decay to min_lr at `total`.
 double lr_schedule(int64_t step, int64_t total, int64_t warmup, double lr, double min_lr);
