@@ -3,8 +3,8 @@
 # running this script again continues the work; runs go to runs/.
 #
 #   scripts/experiments.sh [PART...]    # after `make build`; PART: compare ablation best text
-#                                       # text-long best-amlp best-ema next-verse nsp (default:
-#                                       # the first four)
+#                                       # text-long best-amlp best-ema next-verse nsp
+#                                       # layer-decay (default: the first four)
 #
 # The budgets are what one 3-hour session of this machine's two shared cores affords per part:
 # compare (8 models × 3 epochs) and ablation (3 × 3 epochs) together about 2.3 hours; best about
@@ -169,6 +169,30 @@ nsp() {
     --task next-verse --seq-len 96 --lr 3e-4
 }
 
+# Issue 5, session 12: layer-wise learning-rate decay (finetune --layer-decay) on the
+# single-verse tasks, from the masked-token-only aMLP of the nsp part; then the next-sentence
+# aMLP resumed from 30 epochs to 60, finetuned on all three tasks. Needs the nsp part's runs.
+# On the Zen 4: 6 minutes a single-verse finetuning, 65 s a pretraining epoch, 18 minutes a
+# next-verse finetuning.
+layer_decay() {
+  local t
+  [ -f runs/nsp/nsp-amlp30/checkpoint.safetensors ] || nsp
+  for t in ot-nt genre; do
+    run finetune "runs/nsp/amlp15-$t-ld75" 3 --init runs/nsp/amlp15/checkpoint.safetensors \
+      --task "$t" --seq-len 64 --lr 1e-3 --layer-decay 0.75
+  done
+  run finetune runs/nsp/amlp15-ot-nt-ld50 3 --init runs/nsp/amlp15/checkpoint.safetensors \
+    --task ot-nt --seq-len 64 --lr 1e-3 --layer-decay 0.5
+  [ -d runs/nsp/nsp-amlp60 ] || cp -r runs/nsp/nsp-amlp30 runs/nsp/nsp-amlp60
+  "$G" pretrain --resume runs/nsp/nsp-amlp60 --epochs 60
+  for t in ot-nt genre; do
+    run finetune "runs/nsp/nsp-amlp60-$t-ld75" 3 --init runs/nsp/nsp-amlp60/checkpoint.safetensors \
+      --task "$t" --seq-len 64 --lr 1e-3 --layer-decay 0.75
+  done
+  run finetune runs/nsp/nsp-amlp60-next-verse 3 --init runs/nsp/nsp-amlp60/checkpoint.safetensors \
+    --task next-verse --seq-len 96 --lr 3e-4
+}
+
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(compare ablation best text)
 for part in "${parts[@]}"; do
@@ -179,6 +203,7 @@ for part in "${parts[@]}"; do
     best-ema) best_ema ;;
     next-verse) next_verse ;;
     nsp) nsp ;;
-    *) echo "experiments.sh: unknown part '$part' (expected compare, ablation, best, best-amlp, best-ema, text, text-long, next-verse or nsp)" >&2; exit 2 ;;
+    layer-decay) layer_decay ;;
+    *) echo "experiments.sh: unknown part '$part' (expected compare, ablation, best, best-amlp, best-ema, text, text-long, next-verse, nsp or layer-decay)" >&2; exit 2 ;;
   esac
 done

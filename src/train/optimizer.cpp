@@ -64,8 +64,9 @@ void AdamW<T>::step(T* w, const T* g, double lr) {
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t begin = n * t / nt, end = n * (t + 1) / nt;
     if (scale_.empty())
-      adamw_span<false>(w + begin, m + begin, v + begin, g + begin, decay + begin, static_cast<const T*>(nullptr),
-                        end - begin, lr_wd, b1, b2, eps, step_size, inv_sqrt_bc2);
+      adamw_span<false>(w + begin, m + begin, v + begin, g + begin, decay + begin,
+                        static_cast<const T*>(nullptr), end - begin, lr_wd, b1, b2, eps, step_size,
+                        inv_sqrt_bc2);
     else
       adamw_span<true>(w + begin, m + begin, v + begin, g + begin, decay + begin,
                        scale_.data() + begin, end - begin, lr_wd, b1, b2, eps, step_size, inv_sqrt_bc2);
