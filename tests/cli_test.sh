@@ -390,6 +390,21 @@ PY
 then ok "finetune --layer-decay holds the lower layers back, the head at the full rate"; else bad "finetune --layer-decay: $(tail -3 "$WORK/ftld.log")"; fi
 expect_error "finetune --layer-decay out of range" 1 "invalid --layer-decay 0: expected a factor in \(0, 1\]" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --layer-decay 0 --out "$WORK/ftld0"
+# --drop-path: stochastic depth while finetuning, in the saved config (so --resume keeps it).
+if "$GMLP" finetune --init "$LMCK" --task ot-nt --drop-path 0.3 --epochs 1 --train-limit 32 \
+     --eval-limit 16 --batch-size 8 --threads 2 --out "$WORK/ftdp" >/dev/null 2>"$WORK/ftdp.log" &&
+   grep -q "^gmlp: training .*, drop path 0.3$" "$WORK/ftdp.log" &&
+   "$GMLP" finetune --resume "$WORK/ftdp" --epochs 2 --threads 2 >/dev/null 2>"$WORK/ftdp2.log" &&
+   grep -q "^gmlp: resuming .*, drop path 0.3$" "$WORK/ftdp2.log" &&
+   python3 - "$WORK/ftdp/checkpoint.safetensors" <<'PY'
+import json, sys
+from safetensors import safe_open
+with safe_open(sys.argv[1], "np") as f:
+    assert json.loads(f.metadata()["config"])["drop_path"] == 0.3
+PY
+then ok "finetune --drop-path is in the run's config and survives --resume"; else bad "finetune --drop-path: $(tail -3 "$WORK/ftdp.log" "$WORK/ftdp2.log")"; fi
+expect_error "finetune --drop-path out of range" 1 "invalid --drop-path 1: expected a rate in \[0, 1\)" -- \
+  "$GMLP" finetune --init "$LMCK" --task ot-nt --drop-path 1 --out "$WORK/ftdp1"
 expect_error "finetune longer than pretraining" 1 "expected --seq-len <= the pretraining length 32, found 64" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --seq-len 64 --out "$WORK/ft64"
 

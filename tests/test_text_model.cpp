@@ -114,6 +114,47 @@ TEST_P(TextKind, EveryGradientMatchesFiniteDifferences) {
   }
 }
 
+// Finetuning's stochastic depth (finetune --drop-path): with the same draw of dropped rows, the
+// classification gradient still matches finite differences, and the draw does drop something.
+TEST_P(TextKind, DropPathGradientMatchesFiniteDifferences) {
+  const OneThread one_thread;
+  TextConfig c = tiny_text(GetParam());
+  c.drop_path = 0.5;  // block 0 at 0, block 1 at 0.5 (linear in depth)
+  TextModel<double> m(c);
+  Rng rng(67);
+  randomize(m, rng);
+  const int64_t B = 6, N = c.seq_len, V = c.vocab_size, K = c.num_classes;
+  std::vector<int32_t> ids(B * N), labels(B);
+  for (auto& id : ids) id = int32_t(1 + rng.below(uint64_t(V - 1)));
+  for (auto& y : labels) y = int32_t(rng.below(uint64_t(K)));
+  m.plan(B);
+  std::vector<double> probs(B * K), dlogits(B * K);
+  auto loss = [&](bool train) {
+    Rng draw(5);  // the same rows dropped at every evaluation
+    m.encode(ids.data(), B, train ? &draw : nullptr);
+    return cross_entropy_forward(probs.data(), m.classify(), labels.data(), B, K, 0.0);
+  };
+  EXPECT_GT(std::abs(loss(true) - loss(false)), 1e-6) << "no row was dropped";
+  m.zero_grad();
+  loss(true);
+  cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, 0.0);
+  m.classify_backward(dlogits.data());
+  const std::vector<double> analytic(m.grads(), m.grads() + m.num_params());
+  std::vector<double> numeric(m.num_params());
+  for (int64_t i = 0; i < m.num_params(); ++i) {
+    double& w = m.weights()[i];
+    const double old = w;
+    w = old + tol::kFdStep;
+    const double lp = loss(true);
+    w = old - tol::kFdStep;
+    const double lm = loss(true);
+    w = old;
+    numeric[i] = (lp - lm) / (2 * tol::kFdStep);
+  }
+  for (const ParamInfo& p : m.params())
+    EXPECT_TRUE(close(p.name, analytic.data() + p.offset, numeric.data() + p.offset, p.numel, tol::kFdRel));
+}
+
 std::string fixture(const std::string& name) {
   const char* dir = std::getenv("GMLP_FIXTURES");
   return std::string(dir ? dir : "fixtures") + "/" + name;

@@ -142,6 +142,9 @@ void add_text(CLI::App& app) {
                     "Layer-wise learning-rate decay (ELECTRA, BEiT): block i of L learns at "
                     "decay^(L-i) times --lr, the embeddings at decay^(L+1), the head at --lr (1: off)")
         ->capture_default_str();
+    sub->add_option("--drop-path", f->opt.drop_path,
+                    "Stochastic depth while finetuning (DeiT, BEiT: 0.1): the last block's rate, "
+                    "linear in depth from 0 at the first")->capture_default_str();
     add_lm_flags(*sub, *f);
     f->lr->description("Peak learning rate")->capture_default_str();
     f->epochs->description("Epochs")->capture_default_str();

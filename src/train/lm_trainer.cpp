@@ -29,7 +29,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, v
                                                 batch_size, lr, min_lr, warmup_epochs,
                                                 weight_decay, clip_norm, mask_prob, seed,
                                                 train_limit, eval_limit, seq_len, precision,
-                                                segments, nsp, nsp_negatives, layer_decay)
+                                                segments, nsp, nsp_negatives, layer_decay,
+                                                drop_path)
 
 nlohmann::json LmOptions::to_json() const { return *this; }
 LmOptions LmOptions::from_json(const nlohmann::json& j) { return j.get<LmOptions>(); }
@@ -244,12 +245,14 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
       opt.layer_decay == 1.0 ? std::vector<double>{} : layer_decay_scales(model.params(), opt.layer_decay);
   AdamW<float> adamw(model.params(), acfg, lr_scale);
   if (start.state) restore_moments(files, *start.state, adamw);
-  char decay_note[48] = "";
+  char decay_note[40] = "", drop_note[40] = "";
   if (!lr_scale.empty()) std::snprintf(decay_note, sizeof decay_note, ", layer decay %g", opt.layer_decay);
-  std::fprintf(stderr, "gmlp: %s %s, %ld params, %ld train %ss, batch %d, %ld steps/epoch, %s%s\n",
+  if (model.config().drop_path > 0)
+    std::snprintf(drop_note, sizeof drop_note, ", drop path %g", model.config().drop_path);
+  std::fprintf(stderr, "gmlp: %s %s, %ld params, %ld train %ss, batch %d, %ld steps/epoch, %s%s%s\n",
                start.state ? "resuming" : "training", model.config().model.c_str(),
                long(model.num_trainable()), long(n), job.unit, B, long(steps_per_epoch),
-               precision_name(precision), decay_note);
+               precision_name(precision), decay_note, drop_note);
   Progress progress(total_steps, std::max<int64_t>(1, steps_per_epoch / 10));
   progress.set_offset(start.step);
   TrainResult result;
@@ -455,6 +458,8 @@ TrainResult finetune(const LmOptions& options, bool resume) {
   LmOptions opt = options;
   if (!(opt.layer_decay > 0 && opt.layer_decay <= 1))
     fail("invalid --layer-decay ", opt.layer_decay, ": expected a factor in (0, 1] (1: off)");
+  if (!(opt.drop_path >= 0 && opt.drop_path < 1))
+    fail("invalid --drop-path ", opt.drop_path, ": expected a rate in [0, 1)");
   make_folder(opt.out_dir);
   const RunFiles files(opt.out_dir);
   TextCheckpoint ck;
@@ -480,6 +485,7 @@ TrainResult finetune(const LmOptions& options, bool resume) {
       fail("failed to finetune from '", opt.init, "': expected --seq-len <= the pretraining length ",
            n0, ", found ", opt.seq_len);
     if (opt.seq_len > 0) ck.config.seq_len = opt.seq_len;
+    ck.config.drop_path = opt.drop_path;  // a finetuning regulariser, not the pretraining's
     const int64_t n1 = ck.config.seq_len;
     ck.model = std::make_unique<TextModel<float>>(ck.config);
     Rng init_rng(opt.seed);

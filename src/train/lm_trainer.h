@@ -40,6 +40,8 @@ struct LmOptions {
   double weight_decay = 0.01;
   double layer_decay = 1.0;      // finetune: block i of L learns at layer_decay^(L-i) times the
                                  // rate, the embeddings at ^(L+1), the head at 1 (1: off)
+  double drop_path = 0;          // finetune: stochastic depth, the last block's rate, linear in
+                                 // depth from 0 (replaces the pretrained config's)
   double clip_norm = 1.0;
   double mask_prob = 0.15;
   uint64_t seed = 0;
