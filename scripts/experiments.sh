@@ -4,7 +4,7 @@
 #
 #   scripts/experiments.sh [PART...]    # after `make build`; PART: compare ablation best text
 #                                       # text-long best-amlp best-ema next-verse nsp
-#                                       # layer-decay (default: the first four)
+#                                       # layer-decay nsp-long (default: the first four)
 #
 # The budgets are what one 3-hour session of this machine's two shared cores affords per part:
 # compare (8 models × 3 epochs) and ablation (3 × 3 epochs) together about 2.3 hours; best about
@@ -191,6 +191,27 @@ layer_decay() {
   done
   run finetune runs/nsp/nsp-amlp60-next-verse 3 --init runs/nsp/nsp-amlp60/checkpoint.safetensors \
     --task next-verse --seq-len 96 --lr 3e-4
+  run finetune runs/nsp/nsp-amlp60-nv-ld75 3 --init runs/nsp/nsp-amlp60/checkpoint.safetensors \
+    --task next-verse --seq-len 96 --lr 5e-4 --layer-decay 0.75
+}
+
+# Issue 5, session 13: next-verse against the overfitting of its finetuning (train 78 %, dev
+# 66 %): stochastic depth while finetuning (--drop-path), and the next-sentence aMLP resumed
+# from 60 epochs to 120. Needs the layer-decay part's runs. About 65 minutes of pretraining and
+# 18 a finetuning on the Zen 4.
+nsp_long() {
+  local c=runs/nsp/nsp-amlp120/checkpoint.safetensors
+  [ -d runs/nsp/nsp-amlp60 ] || layer_decay
+  run finetune runs/nsp/nsp-amlp60-nv-ld75-dp20 3 --init runs/nsp/nsp-amlp60/checkpoint.safetensors \
+    --task next-verse --seq-len 96 --lr 5e-4 --layer-decay 0.75 --drop-path 0.2
+  [ -d runs/nsp/nsp-amlp120 ] || cp -r runs/nsp/nsp-amlp60 runs/nsp/nsp-amlp120
+  "$G" pretrain --resume runs/nsp/nsp-amlp120 --epochs 120
+  run finetune runs/nsp/nsp-amlp120-nv-zeroshot 1 --init "$c" \
+    --task next-verse --seq-len 96 --lr 0 --min-lr 0 --train-limit 32
+  run finetune runs/nsp/nsp-amlp120-nv-ld75 3 --init "$c" \
+    --task next-verse --seq-len 96 --lr 5e-4 --layer-decay 0.75
+  run finetune runs/nsp/nsp-amlp120-nv-ld75-dp20 3 --init "$c" \
+    --task next-verse --seq-len 96 --lr 5e-4 --layer-decay 0.75 --drop-path 0.2
 }
 
 parts=("$@")
@@ -204,6 +225,7 @@ for part in "${parts[@]}"; do
     next-verse) next_verse ;;
     nsp) nsp ;;
     layer-decay) layer_decay ;;
-    *) echo "experiments.sh: unknown part '$part' (expected compare, ablation, best, best-amlp, best-ema, text, text-long, next-verse, nsp or layer-decay)" >&2; exit 2 ;;
+    nsp-long) nsp_long ;;
+    *) echo "experiments.sh: unknown part '$part' (expected compare, ablation, best, best-amlp, best-ema, text, text-long, next-verse, nsp, layer-decay or nsp-long)" >&2; exit 2 ;;
   esac
 done
