@@ -210,8 +210,8 @@ nsp_long() {
     --task next-verse --seq-len 96 --lr 0 --min-lr 0 --train-limit 32
   run finetune runs/nsp/nsp-amlp120-nv-ld75 3 --init "$c" \
     --task next-verse --seq-len 96 --lr 5e-4 --layer-decay 0.75
-  run finetune runs/nsp/nsp-amlp120-nv-ld75-dp20 3 --init "$c" \
-    --task next-verse --seq-len 96 --lr 5e-4 --layer-decay 0.75 --drop-path 0.2
+  run finetune runs/nsp/nsp-amlp120-nv-lr3e-4 3 --init "$c" \
+    --task next-verse --seq-len 96 --lr 3e-4
 }
 
 parts=("$@")
