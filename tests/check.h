@@ -51,23 +51,29 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
+// Central differences of loss() with respect to each of the n values at w.
+inline std::vector<double> numeric_gradient(double* w, int64_t n, const std::function<double()>& loss) {
+  std::vector<double> numeric(static_cast<size_t>(n), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const double old = w[i];
+    w[i] = old + tol::kFdStep;
+    const double lp = loss();
+    w[i] = old - tol::kFdStep;
+    const double lm = loss();
+    w[i] = old;
+    numeric[size_t(i)] = (lp - lm) / (2 * tol::kFdStep);
+  }
+  return numeric;
+}
+
 // Checks the gradient a backward left on top of `base` (accumulated − base) against central
 // differences of loss() with respect to every element of x.
 inline void expect_fd(const std::string& name, std::vector<double>& x,
                       const std::vector<double>& accumulated, const std::vector<double>& base,
                       const std::function<double()>& loss) {
-  std::vector<double> analytic(x.size()), numeric(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    analytic[i] = accumulated[i] - (base.empty() ? 0.0 : base[i]);
-    const double old = x[i];
-    x[i] = old + tol::kFdStep;
-    const double lp = loss();
-    x[i] = old - tol::kFdStep;
-    const double lm = loss();
-    x[i] = old;
-    numeric[i] = (lp - lm) / (2 * tol::kFdStep);
-  }
-  EXPECT_TRUE(close(name, analytic, numeric, tol::kFdRel));
+  std::vector<double> analytic(x.size());
+  for (size_t i = 0; i < x.size(); ++i) analytic[i] = accumulated[i] - (base.empty() ? 0.0 : base[i]);
+  EXPECT_TRUE(close(name, analytic, numeric_gradient(x.data(), int64_t(x.size()), loss), tol::kFdRel));
 }
 // The same for a gradient that was overwritten (no base).
 inline void expect_fd(const std::string& name, std::vector<double>& x,

@@ -105,17 +105,8 @@ TEST_P(EveryKind, EveryGradientMatchesFiniteDifferences) {
   m.zero_grad();
   m.backward(dlogits.data());
   const std::vector<double> analytic(m.grads(), m.grads() + m.num_params());
-  std::vector<double> numeric(m.num_params());
-  for (int64_t i = 0; i < m.num_params(); ++i) {
-    double& w = m.weights()[i];
-    const double old = w;
-    w = old + tol::kFdStep;
-    const double lp = model_loss(m, images, labels, probs);
-    w = old - tol::kFdStep;
-    const double lm = model_loss(m, images, labels, probs);
-    w = old;
-    numeric[i] = (lp - lm) / (2 * tol::kFdStep);
-  }
+  const std::vector<double> numeric = test::numeric_gradient(
+      m.weights(), m.num_params(), [&] { return model_loss(m, images, labels, probs); });
   for (const ParamInfo& p : m.params())
     EXPECT_TRUE(close(p.name, analytic.data() + p.offset, numeric.data() + p.offset, p.numel, tol::kFdRel));
 }

@@ -97,17 +97,8 @@ TEST_P(TextKind, EveryGradientMatchesFiniteDifferences) {
       m.classify_backward(dlogits.data());
     }
     const std::vector<double> analytic(m.grads(), m.grads() + m.num_params());
-    std::vector<double> numeric(m.num_params());
-    for (int64_t i = 0; i < m.num_params(); ++i) {
-      double& w = m.weights()[i];
-      const double old = w;
-      w = old + tol::kFdStep;
-      const double lp = which == 0 ? mlm_loss() : cls_loss();
-      w = old - tol::kFdStep;
-      const double lm = which == 0 ? mlm_loss() : cls_loss();
-      w = old;
-      numeric[i] = (lp - lm) / (2 * tol::kFdStep);
-    }
+    const std::vector<double> numeric = test::numeric_gradient(
+        m.weights(), m.num_params(), [&] { return which == 0 ? mlm_loss() : cls_loss(); });
     for (const ParamInfo& p : m.params())
       EXPECT_TRUE(close((which == 0 ? "mlm " : "cls ") + p.name, analytic.data() + p.offset,
                         numeric.data() + p.offset, p.numel, tol::kFdRel));
@@ -140,17 +131,8 @@ TEST_P(TextKind, DropPathGradientMatchesFiniteDifferences) {
   cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, 0.0);
   m.classify_backward(dlogits.data());
   const std::vector<double> analytic(m.grads(), m.grads() + m.num_params());
-  std::vector<double> numeric(m.num_params());
-  for (int64_t i = 0; i < m.num_params(); ++i) {
-    double& w = m.weights()[i];
-    const double old = w;
-    w = old + tol::kFdStep;
-    const double lp = loss(true);
-    w = old - tol::kFdStep;
-    const double lm = loss(true);
-    w = old;
-    numeric[i] = (lp - lm) / (2 * tol::kFdStep);
-  }
+  const std::vector<double> numeric =
+      test::numeric_gradient(m.weights(), m.num_params(), [&] { return loss(true); });
   for (const ParamInfo& p : m.params())
     EXPECT_TRUE(close(p.name, analytic.data() + p.offset, numeric.data() + p.offset, p.numel, tol::kFdRel));
 }
