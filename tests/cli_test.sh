@@ -405,6 +405,23 @@ PY
 then ok "finetune --drop-path is in the run's config and survives --resume"; else bad "finetune --drop-path: $(tail -3 "$WORK/ftdp.log" "$WORK/ftdp2.log")"; fi
 expect_error "finetune --drop-path out of range" 1 "invalid --drop-path 1: expected a rate in \[0, 1\)" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --drop-path 1 --out "$WORK/ftdp1"
+# --mlm-weight: the masked-token loss kept beside the task's, reported per epoch, kept by --resume.
+if "$GMLP" finetune --init "$LMCK" --task next-verse --mlm-weight 0.5 --epochs 1 --train-limit 32 \
+     --eval-limit 16 --batch-size 8 --threads 2 --out "$WORK/ftmlm" >/dev/null 2>"$WORK/ftmlm.log" &&
+   grep -q "^gmlp: training .*, masked-token loss x0.5$" "$WORK/ftmlm.log" &&
+   tr '\r' '\n' <"$WORK/ftmlm.log" | grep -q "^epoch 1/1 .* masked tokens: train acc [0-9.]*%" &&
+   "$GMLP" finetune --resume "$WORK/ftmlm" --epochs 2 --threads 2 >/dev/null 2>"$WORK/ftmlm2.log" &&
+   grep -q "^gmlp: resuming .*, masked-token loss x0.5$" "$WORK/ftmlm2.log" &&
+   python3 - "$WORK/ftmlm/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 2, rows
+for r in rows:
+    assert 0 < r["train_mlm_loss"] and 0 <= r["train_mlm_acc"] <= 1, r
+PY
+then ok "finetune --mlm-weight trains both losses and survives --resume"; else bad "finetune --mlm-weight: $(tail -3 "$WORK/ftmlm.log" "$WORK/ftmlm2.log")"; fi
+expect_error "finetune --mlm-weight negative" 1 "invalid --mlm-weight -1: expected a weight >= 0 \(0: off\)" -- \
+  "$GMLP" finetune --init "$LMCK" --task ot-nt --mlm-weight -1 --out "$WORK/ftmlm1"
 expect_error "finetune longer than pretraining" 1 "expected --seq-len <= the pretraining length 32, found 64" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --seq-len 64 --out "$WORK/ft64"
 

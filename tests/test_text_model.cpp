@@ -277,43 +277,48 @@ TEST_P(TextKind, BatchEqualsRowsOneAtATime) {
 }
 
 // Pretraining with the next-sentence objective backpropagates both losses through one encoder
-// backward (mlm with cls_dlogits): the gradients are those of the two losses summed, each of
-// which is held to PyTorch and finite differences above.
+// backward (mlm with cls_dlogits), and so does finetuning with --mlm-weight w: the gradients are
+// those of the classification loss plus w times the masked-token loss, each of which is held to
+// PyTorch and finite differences above.
 TEST_P(TextKind, MaskedTokenAndClassificationLossesShareOneBackward) {
-  TextCase tc(GetParam(), 4, 74);
-  const int64_t N = tc.m.config().seq_len, K = tc.m.config().num_classes, P = tc.m.num_params();
-  std::vector<int64_t> positions;
-  std::vector<int32_t> labels, classes = {0, 2, 1, 2};
-  for (int64_t p = 2; p < tc.B * N; p += 7) positions.push_back(p), labels.push_back(int32_t(p % 5 + 5));
-  const int64_t count = int64_t(positions.size());
-  std::vector<float> probs(size_t(tc.B * K)), dlogits(size_t(tc.B * K));
-  Rng rng(1);
-  auto cls_grad = [&] {
-    const float* logits = tc.m.classify();
-    cross_entropy_forward(probs.data(), logits, classes.data(), tc.B, K, 0.f);
-    cross_entropy_backward(dlogits.data(), probs.data(), classes.data(), tc.B, K, 0.f);
-  };
-  tc.m.encode(tc.ids.data(), tc.B);
-  tc.m.zero_grad();
-  cls_grad();
-  const auto both = tc.m.mlm(positions.data(), labels.data(), count, true, dlogits.data());
-  const std::vector<float> joint(tc.m.grads(), tc.m.grads() + P);
+  for (const float w : {1.f, 0.3f}) {
+    SCOPED_TRACE("masked-token weight " + std::to_string(w));
+    TextCase tc(GetParam(), 4, 74);
+    const int64_t N = tc.m.config().seq_len, K = tc.m.config().num_classes, P = tc.m.num_params();
+    std::vector<int64_t> positions;
+    std::vector<int32_t> labels, classes = {0, 2, 1, 2};
+    for (int64_t p = 2; p < tc.B * N; p += 7) positions.push_back(p), labels.push_back(int32_t(p % 5 + 5));
+    const int64_t count = int64_t(positions.size());
+    std::vector<float> probs(size_t(tc.B * K)), dlogits(size_t(tc.B * K));
+    Rng rng(1);
+    auto cls_grad = [&] {
+      const float* logits = tc.m.classify();
+      cross_entropy_forward(probs.data(), logits, classes.data(), tc.B, K, 0.f);
+      cross_entropy_backward(dlogits.data(), probs.data(), classes.data(), tc.B, K, 0.f);
+    };
+    tc.m.encode(tc.ids.data(), tc.B);
+    tc.m.zero_grad();
+    cls_grad();
+    const auto both = tc.m.mlm(positions.data(), labels.data(), count, true, dlogits.data(), w);
+    const std::vector<float> joint(tc.m.grads(), tc.m.grads() + P);
 
-  tc.m.encode(tc.ids.data(), tc.B);
-  tc.m.zero_grad();
-  const auto alone = tc.m.mlm(positions.data(), labels.data(), count, true);
-  std::vector<float> sum(tc.m.grads(), tc.m.grads() + P);
-  tc.m.zero_grad();
-  cls_grad();
-  tc.m.classify_backward(dlogits.data());
-  for (int64_t i = 0; i < P; ++i) sum[size_t(i)] += tc.m.grads()[i];
-  EXPECT_EQ(both.loss_sum, alone.loss_sum);
-  EXPECT_TRUE(close("grads", joint, sum, tol::kInvariance));
-  // The classification gradient is not lost: it moves the head.
-  const ParamInfo& head = tc.m.param("cls_head.weight");
-  double norm = 0;
-  for (int64_t i = 0; i < head.numel; ++i) norm += std::abs(joint[size_t(head.offset + i)]);
-  EXPECT_GT(norm, 0.0);
+    tc.m.encode(tc.ids.data(), tc.B);
+    tc.m.zero_grad();
+    const auto alone = tc.m.mlm(positions.data(), labels.data(), count, true);
+    std::vector<float> sum(tc.m.grads(), tc.m.grads() + P);
+    for (float& g : sum) g *= w;
+    tc.m.zero_grad();
+    cls_grad();
+    tc.m.classify_backward(dlogits.data());
+    for (int64_t i = 0; i < P; ++i) sum[size_t(i)] += tc.m.grads()[i];
+    EXPECT_EQ(both.loss_sum, alone.loss_sum);
+    EXPECT_TRUE(close("grads", joint, sum, tol::kInvariance));
+    // The classification gradient is not lost: it moves the head.
+    const ParamInfo& head = tc.m.param("cls_head.weight");
+    double norm = 0;
+    for (int64_t i = 0; i < head.numel; ++i) norm += std::abs(joint[size_t(head.offset + i)]);
+    EXPECT_GT(norm, 0.0);
+  }
 }
 
 TEST_P(TextKind, InferencePlanAndSaveLoadGiveIdenticalLogits) {

@@ -31,6 +31,7 @@ void add_lm_flags(CLI::App& sub, LmFlags& f) {
   sub.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str();
   sub.add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")->capture_default_str();
   sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->capture_default_str();
+  sub.add_option("--mask-prob", o.mask_prob, "Share of tokens masked (BERT: 0.15, of which 80/10/10); finetune: with --mlm-weight")->capture_default_str();
   sub.add_option("--seed", o.seed, "Seed of initialisation, order, masking")->capture_default_str();
   sub.add_option("--train-limit", o.train_limit, "Train on N sequences only: pretrain the first N, finetune a random N fixed by --seed (0: all)")->capture_default_str();
   sub.add_option("--eval-limit", o.eval_limit, "Evaluate on the first N dev/test sequences/examples only (0: all)")->capture_default_str();
@@ -92,7 +93,6 @@ void add_text(CLI::App& app) {
     sub->add_option("--set", args->f.sets, "Override a text config field, e.g. --set gate=additive --set depth=6");
     sub->add_option("--corpus", args->f.opt.corpus, "A text file, one document per line, split by line index (default: the KJV)");
     sub->add_option("--vocab-size", args->f.opt.vocab_size, "SentencePiece vocabulary, learned on the train split")->capture_default_str();
-    sub->add_option("--mask-prob", args->f.opt.mask_prob, "Share of tokens masked (BERT: 0.15, of which 80/10/10)")->capture_default_str();
     sub->add_flag("--nsp", args->f.opt.nsp,
                   "Add BERT's next-sentence objective (the KJV): train on pairs of passages, half "
                   "of them with B from elsewhere, and a [CLS] head that tells them apart");
@@ -145,6 +145,10 @@ void add_text(CLI::App& app) {
     sub->add_option("--drop-path", f->opt.drop_path,
                     "Stochastic depth while finetuning (DeiT, BEiT: 0.1): the last block's rate, "
                     "linear in depth from 0 at the first")->capture_default_str();
+    sub->add_option("--mlm-weight", f->opt.mlm_weight,
+                    "Keep the masked-token loss while finetuning, this weighted, beside the task's: "
+                    "the inputs are masked as in pretraining (--mask-prob) (0: off)")
+        ->capture_default_str();
     add_lm_flags(*sub, *f);
     f->lr->description("Peak learning rate")->capture_default_str();
     f->epochs->description("Epochs")->capture_default_str();

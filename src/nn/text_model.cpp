@@ -249,7 +249,7 @@ const T* TextModel<T>::mlm_logits(const int64_t* positions, int64_t count) {
 template <class T>
 typename TextModel<T>::MlmResult TextModel<T>::mlm(const int64_t* positions, const int32_t* labels,
                                                    int64_t count, bool backward,
-                                                   const T* cls_dlogits) {
+                                                   const T* cls_dlogits, T weight) {
   const int64_t N = cfg_.seq_len, B = this->batch_, D = cfg_.dim, V = cfg_.vocab_size;
   MlmResult r;
   if (backward) {
@@ -272,9 +272,10 @@ typename TextModel<T>::MlmResult TextModel<T>::mlm(const int64_t* positions, con
     }
     r.loss_sum += double(cross_entropy_forward(probs.data(), lg, labels + c0, rows, V, T(0))) * rows;
     if (!backward) continue;
-    // ∂(mean over all count positions)/∂logits = (p − onehot)/count: the op divides by rows.
+    // ∂(weight · mean over all count positions)/∂logits = weight (p − onehot)/count: the op
+    // divides by rows.
     cross_entropy_backward(logits_, probs.data(), labels + c0, rows, V, T(0));
-    const T scale = T(double(rows) / double(count));
+    const T scale = T(double(weight) * double(rows) / double(count));
     for (int64_t i = 0; i < rows * V; ++i) logits_[i] *= scale;
     linear_backward(drows_, g + embed_, g + mlm_b_, logits_, rows_, w + embed_, rows, D, V, true);
     for (int64_t k = 0; k < rows; ++k) {

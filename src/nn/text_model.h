@@ -82,8 +82,10 @@ class TextModel final : public ParamModel<T> {
   // gradient of the MEAN loss into every parameter (the encoder included). With backward and
   // cls_dlogits (B, K), the gradient of a classification loss on [CLS] (BERT's next-sentence
   // objective, classify() of the same encode) is added too, through one encoder backward.
+  // weight scales the masked-token gradient (finetuning keeps that loss as a weighted auxiliary);
+  // loss_sum stays unweighted.
   MlmResult mlm(const int64_t* positions, const int32_t* labels, int64_t count, bool backward,
-                const T* cls_dlogits = nullptr);
+                const T* cls_dlogits = nullptr, T weight = T(1));
   // The vocabulary logits (count ≤ kMlmChunk rows) at positions of the last encode.
   const T* mlm_logits(const int64_t* positions, int64_t count);
   static constexpr int64_t kMlmChunk = 256;

@@ -30,7 +30,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, v
                                                 weight_decay, clip_norm, mask_prob, seed,
                                                 train_limit, eval_limit, seq_len, precision,
                                                 segments, nsp, nsp_negatives, layer_decay,
-                                                drop_path)
+                                                drop_path, mlm_weight)
 
 nlohmann::json LmOptions::to_json() const { return *this; }
 LmOptions LmOptions::from_json(const nlohmann::json& j) { return j.get<LmOptions>(); }
@@ -133,6 +133,14 @@ NspDocs nsp_documents(const Tokenizer& tok, text::Split split, bool any_book) {
       texts.push_back(v.text), out.unit.push_back(v.chapter_index), out.group.push_back(any_book ? 0 : v.book);
   out.ids = encode_all(tok, texts);
   return out;
+}
+
+// The masked positions of labels[0..count) (flat b·N + n) and their labels.
+void gather_masked(const int32_t* labels, int64_t count, std::vector<int64_t>& positions,
+                   std::vector<int32_t>& targets) {
+  positions.clear(), targets.clear();
+  for (int64_t i = 0; i < count; ++i)
+    if (labels[i] != text::kIgnoreLabel) positions.push_back(i), targets.push_back(labels[i]);
 }
 
 struct StepResult {
@@ -245,14 +253,16 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
       opt.layer_decay == 1.0 ? std::vector<double>{} : layer_decay_scales(model.params(), opt.layer_decay);
   AdamW<float> adamw(model.params(), acfg, lr_scale);
   if (start.state) restore_moments(files, *start.state, adamw);
-  char decay_note[40] = "", drop_note[40] = "";
+  char decay_note[40] = "", drop_note[40] = "", mlm_note[48] = "";
   if (!lr_scale.empty()) std::snprintf(decay_note, sizeof decay_note, ", layer decay %g", opt.layer_decay);
   if (model.config().drop_path > 0)
     std::snprintf(drop_note, sizeof drop_note, ", drop path %g", model.config().drop_path);
-  std::fprintf(stderr, "gmlp: %s %s, %ld params, %ld train %ss, batch %d, %ld steps/epoch, %s%s%s\n",
+  if (opt.mlm_weight > 0)
+    std::snprintf(mlm_note, sizeof mlm_note, ", masked-token loss x%g", opt.mlm_weight);
+  std::fprintf(stderr, "gmlp: %s %s, %ld params, %ld train %ss, batch %d, %ld steps/epoch, %s%s%s%s\n",
                start.state ? "resuming" : "training", model.config().model.c_str(),
                long(model.num_trainable()), long(n), job.unit, B, long(steps_per_epoch),
-               precision_name(precision), decay_note, drop_note);
+               precision_name(precision), decay_note, drop_note, mlm_note);
   Progress progress(total_steps, std::max<int64_t>(1, steps_per_epoch / 10));
   progress.set_offset(start.step);
   TrainResult result;
@@ -383,11 +393,7 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   std::vector<int32_t> inputs, labels, targets;
   std::vector<int64_t> positions;
   // Masked positions of a batch (flat b·N + n) and their labels.
-  auto gather = [&](const int32_t* lab, int64_t count) {
-    positions.clear(), targets.clear();
-    for (int64_t i = 0; i < count; ++i)
-      if (lab[i] != text::kIgnoreLabel) positions.push_back(i), targets.push_back(lab[i]);
-  };
+  auto gather = [&](const int32_t* lab, int64_t count) { gather_masked(lab, count, positions, targets); };
   // The next-sentence head's loss, labels and figures over the epoch so far.
   HeadBatch nsp_batch;
   StepResult nsp_total;
@@ -460,6 +466,8 @@ TrainResult finetune(const LmOptions& options, bool resume) {
     fail("invalid --layer-decay ", opt.layer_decay, ": expected a factor in (0, 1] (1: off)");
   if (!(opt.drop_path >= 0 && opt.drop_path < 1))
     fail("invalid --drop-path ", opt.drop_path, ": expected a rate in [0, 1)");
+  if (!(opt.mlm_weight >= 0 && std::isfinite(opt.mlm_weight)))
+    fail("invalid --mlm-weight ", opt.mlm_weight, ": expected a weight >= 0 (0: off)");
   make_folder(opt.out_dir);
   const RunFiles files(opt.out_dir);
   TextCheckpoint ck;
@@ -525,26 +533,57 @@ TrainResult finetune(const LmOptions& options, bool resume) {
   Job job;
   job.items = int64_t(train_set.size());
   job.unit = "example";
-  if (text::is_pair(task))  // each epoch its own negatives
+  // With --mlm-weight: the masked copy of the batch, its masked positions and labels, and the
+  // masked-token figures over the epoch so far.
+  text::MaskConfig mask;
+  mask.mask_prob = float(opt.mask_prob);
+  std::vector<int32_t> masked, mask_labels, targets;
+  std::vector<int64_t> positions;
+  StepResult mlm_total;
+  if (text::is_pair(task) || opt.mlm_weight > 0)
     job.begin_epoch = [&](int epoch) {
-      train_set = text::training_examples(task, verses, tok, N, opt.seed, epoch, opt.train_limit);
+      if (text::is_pair(task))  // each epoch its own negatives
+        train_set = text::training_examples(task, verses, tok, N, opt.seed, epoch, opt.train_limit);
+      mlm_total = {};
     };
   job.step = [&](const std::vector<int>& order, int64_t first, int B, Rng& rng) {
     batch.load(train_set, order.data() + first, 0, B, N);
-    model.encode(batch.ids.data(), B, &rng);
+    if (opt.mlm_weight == 0) {
+      model.encode(batch.ids.data(), B, &rng);
+      const StepResult r = batch.loss(model.classify(), B, K);
+      model.classify_backward(batch.dlogits.data());
+      return r;
+    }
+    // Both losses on one masked encode, as pretraining with --nsp: task + weight · masked tokens.
+    const int64_t n = int64_t(B) * N;
+    masked.resize(size_t(n)), mask_labels.resize(size_t(n));
+    text::mask_tokens(batch.ids.data(), masked.data(), mask_labels.data(), n, model.config().vocab_size,
+                      mask, rng);
+    gather_masked(mask_labels.data(), n, positions, targets);
+    model.encode(masked.data(), B, &rng);
     const StepResult r = batch.loss(model.classify(), B, K);
-    model.classify_backward(batch.dlogits.data());
+    const auto m = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true,
+                             batch.dlogits.data(), float(opt.mlm_weight));
+    mlm_total.loss_sum += m.loss_sum, mlm_total.correct += m.correct, mlm_total.count += int64_t(positions.size());
     return r;
   };
   job.evaluate = [&] {
-    return nlohmann::json{{"task", opt.task}, {"dev_acc", batch.accuracy(model, dev_set)},
-                          {"test_acc", batch.accuracy(model, test_set)}};
+    nlohmann::json m{{"task", opt.task}, {"dev_acc", batch.accuracy(model, dev_set)},
+                     {"test_acc", batch.accuracy(model, test_set)}};
+    if (opt.mlm_weight > 0 && mlm_total.count > 0) {
+      m["train_mlm_loss"] = mlm_total.loss_sum / double(mlm_total.count);
+      m["train_mlm_acc"] = double(mlm_total.correct) / double(mlm_total.count);
+    }
+    return m;
   };
   job.report = [&](const nlohmann::json& m) {
-    std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  dev acc %.2f%%  test acc %.2f%%  (%s)\n",
+    char mlm[64] = "";
+    if (m.contains("train_mlm_acc"))
+      std::snprintf(mlm, sizeof mlm, "  masked tokens: train acc %.2f%%", 100 * m["train_mlm_acc"].get<double>());
+    std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  dev acc %.2f%%  test acc %.2f%%%s  (%s)\n",
                  m["epoch"].get<int>(), opt.epochs, m["train_loss"].get<double>(),
                  100 * m["train_acc"].get<double>(), 100 * m["dev_acc"].get<double>(),
-                 100 * m["test_acc"].get<double>(), format_duration(m["seconds"].get<double>()).c_str());
+                 100 * m["test_acc"].get<double>(), mlm, format_duration(m["seconds"].get<double>()).c_str());
   };
   return run(model, tok, opt, files, start, job);
 }

@@ -9,7 +9,9 @@
 //              and a two-class head on [CLS] learns whether B follows A, its loss added to the
 //              masked tokens'; the model gets segment embeddings, and dev reports both
 //   finetune   starts from a pretrained checkpoint, adds a classification head on [CLS], and
-//              trains one KJV task (ot-nt, genre, next-verse); dev and test accuracy per epoch
+//              trains one KJV task (ot-nt, genre, next-verse); dev and test accuracy per epoch.
+//              With mlm_weight, the masked-token loss stays on as a regulariser: the task's
+//              inputs are masked as in pretraining and both losses share one backward
 //
 // A text checkpoint holds the model (safetensors, F32), its TextConfig, and the SentencePiece
 // tokenizer (base64 in the metadata), so one file is enough to run fill-mask or finetune.
@@ -42,6 +44,8 @@ struct LmOptions {
                                  // rate, the embeddings at ^(L+1), the head at 1 (1: off)
   double drop_path = 0;          // finetune: stochastic depth, the last block's rate, linear in
                                  // depth from 0 (replaces the pretrained config's)
+  double mlm_weight = 0;         // finetune: keep the masked-token loss beside the task's, this
+                                 // weighted, on inputs masked at mask_prob (0: off, clean inputs)
   double clip_norm = 1.0;
   double mask_prob = 0.15;
   uint64_t seed = 0;
