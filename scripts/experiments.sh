@@ -4,7 +4,7 @@
 #
 #   scripts/experiments.sh [PART...]    # after `make build`; PART: compare ablation best text
 #                                       # text-long best-amlp best-ema best-gmlp next-verse nsp
-#                                       # layer-decay nsp-long (default: the first four)
+#                                       # layer-decay nsp-long mlm-weight (default: the first four)
 #
 # The budgets are what one 3-hour session of this machine's two shared cores affords per part:
 # compare (8 models × 3 epochs) and ablation (3 × 3 epochs) together about 2.3 hours; best about
@@ -222,6 +222,24 @@ nsp_long() {
     --task next-verse --seq-len 96 --lr 3e-4
 }
 
+# Issue 5, session 14: finetuning with the masked-token loss kept on beside the task's
+# (--mlm-weight 1, inputs masked as in pretraining). Next verse from nsp-long's 120-epoch
+# checkpoint, for 3 epochs and for 5 (seeds 0 and 1), about 6.7 minutes an epoch on the Zen 4;
+# then the best single-verse runs of layer-decay again with it, about 2 minutes an epoch.
+mlm_weight() {
+  local c=runs/nsp/nsp-amlp120/checkpoint.safetensors
+  [ -f "$c" ] || nsp_long
+  local a=(--task next-verse --seq-len 96 --lr 5e-4 --layer-decay 0.75 --mlm-weight 1)
+  run finetune runs/nsp/nsp-amlp120-nv-ld75-mlm1 3 --init "$c" "${a[@]}"
+  run finetune runs/nsp/nsp-amlp120-nv-ld75-mlm1-e5 5 --init "$c" "${a[@]}"
+  run finetune runs/nsp/nsp-amlp120-nv-ld75-mlm1-e5-s1 5 --init "$c" "${a[@]}" --seed 1
+  local v=(--seq-len 64 --lr 1e-3 --layer-decay 0.75 --mlm-weight 1)
+  run finetune runs/nsp/nsp-amlp60-ot-nt-ld75-mlm1 3 \
+    --init runs/nsp/nsp-amlp60/checkpoint.safetensors --task ot-nt "${v[@]}"
+  run finetune runs/nsp/amlp15-genre-ld75-mlm1 3 \
+    --init runs/nsp/amlp15/checkpoint.safetensors --task genre "${v[@]}"
+}
+
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(compare ablation best text)
 for part in "${parts[@]}"; do
@@ -235,6 +253,7 @@ for part in "${parts[@]}"; do
     nsp) nsp ;;
     layer-decay) layer_decay ;;
     nsp-long) nsp_long ;;
-    *) echo "experiments.sh: unknown part '$part' (expected compare, ablation, best, best-amlp, best-ema, best-gmlp, text, text-long, next-verse, nsp, layer-decay or nsp-long)" >&2; exit 2 ;;
+    mlm-weight) mlm_weight ;;
+    *) echo "experiments.sh: unknown part '$part' (expected compare, ablation, best, best-amlp, best-ema, best-gmlp, text, text-long, next-verse, nsp, layer-decay, nsp-long or mlm-weight)" >&2; exit 2 ;;
   esac
 done
