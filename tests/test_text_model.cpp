@@ -290,7 +290,6 @@ TEST_P(TextKind, MaskedTokenAndClassificationLossesShareOneBackward) {
     for (int64_t p = 2; p < tc.B * N; p += 7) positions.push_back(p), labels.push_back(int32_t(p % 5 + 5));
     const int64_t count = int64_t(positions.size());
     std::vector<float> probs(size_t(tc.B * K)), dlogits(size_t(tc.B * K));
-    Rng rng(1);
     auto cls_grad = [&] {
       const float* logits = tc.m.classify();
       cross_entropy_forward(probs.data(), logits, classes.data(), tc.B, K, 0.f);

@@ -392,8 +392,6 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
 
   std::vector<int32_t> inputs, labels, targets;
   std::vector<int64_t> positions;
-  // Masked positions of a batch (flat b·N + n) and their labels.
-  auto gather = [&](const int32_t* lab, int64_t count) { gather_masked(lab, count, positions, targets); };
   // The next-sentence head's loss, labels and figures over the epoch so far.
   HeadBatch nsp_batch;
   StepResult nsp_total;
@@ -413,7 +411,7 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
       text::mask_tokens(ids, inputs.data() + b * N, labels.data() + b * N, N, V, mask, rng);
       if (opt.nsp) nsp_batch.labels[b] = pairs[i].label;
     }
-    gather(labels.data(), int64_t(B) * N);
+    gather_masked(labels.data(), int64_t(B) * N, positions, targets);
     model.encode(inputs.data(), B, &rng);
     const float* cls_dlogits = nullptr;
     if (opt.nsp) {  // BERT's sum of the two mean losses
@@ -430,7 +428,7 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     int64_t correct = 0, count = 0;
     for (int64_t s0 = 0; s0 < S; s0 += B) {
       const int64_t b = std::min(B, S - s0);
-      gather(dev_labels.data() + s0 * N, b * N);
+      gather_masked(dev_labels.data() + s0 * N, b * N, positions, targets);
       model.encode(dev_inputs.data() + s0 * N, b);
       const auto r = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), false);
       loss += r.loss_sum, correct += r.correct, count += int64_t(positions.size());
