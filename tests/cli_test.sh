@@ -422,6 +422,9 @@ PY
 then ok "finetune --mlm-weight trains both losses and survives --resume"; else bad "finetune --mlm-weight: $(tail -3 "$WORK/ftmlm.log" "$WORK/ftmlm2.log")"; fi
 expect_error "finetune --mlm-weight negative" 1 "invalid --mlm-weight -1: expected a weight >= 0 \(0: off\)" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --mlm-weight -1 --out "$WORK/ftmlm1"
+expect_error "pretrain --mask-prob out of range" 1 "invalid --mask-prob 1.5: expected a probability in \[0, 1\]" -- \
+  "$GMLP" pretrain --preset kjv-gmlp --mask-prob 1.5 --out "$WORK/mp"
+[ ! -e "$WORK/mp" ] && ok "a bad --mask-prob creates no run folder" || bad "a bad --mask-prob created $WORK/mp"
 expect_error "finetune longer than pretraining" 1 "expected --seq-len <= the pretraining length 32, found 64" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --seq-len 64 --out "$WORK/ft64"
 

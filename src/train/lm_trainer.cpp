@@ -318,6 +318,12 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
   return result;
 }
 
+// The options pretraining and finetuning share, checked before the run folder is made.
+void check_shared_options(const LmOptions& opt) {
+  if (!(opt.mask_prob >= 0 && opt.mask_prob <= 1))
+    fail("invalid --mask-prob ", opt.mask_prob, ": expected a probability in [0, 1]");
+}
+
 void make_folder(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -335,6 +341,7 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   if (opt.nsp_negatives != "book" && opt.nsp_negatives != "any")
     fail("unknown --nsp-negatives '", opt.nsp_negatives, "': expected book or any");
   const bool any_book = opt.nsp_negatives == "any";
+  check_shared_options(opt);
   make_folder(opt.out_dir);
   const RunFiles files(opt.out_dir);
   TextCheckpoint ck;
@@ -466,6 +473,7 @@ TrainResult finetune(const LmOptions& options, bool resume) {
     fail("invalid --drop-path ", opt.drop_path, ": expected a rate in [0, 1)");
   if (!(opt.mlm_weight >= 0 && std::isfinite(opt.mlm_weight)))
     fail("invalid --mlm-weight ", opt.mlm_weight, ": expected a weight >= 0 (0: off)");
+  check_shared_options(opt);
   make_folder(opt.out_dir);
   const RunFiles files(opt.out_dir);
   TextCheckpoint ck;
