@@ -108,6 +108,8 @@ def main():
     ap.add_argument("--draws", type=int, default=1,
                     help="next-verse: repeat over the negatives of seeds 0..N-1 (default 1)")
     args = ap.parse_args()
+    if args.draws < 1:
+        ap.error(f"--draws {args.draws}: expected at least 1 draw of negatives")
     verses = load_verses()
     rows = {}
     for task, label in (("ot-nt", lambda b: int(b >= 39)), ("genre", genre_of)):
@@ -119,7 +121,7 @@ def main():
         dev, test, c = best_on_dev(lambda c: LinearSVC(C=c), (0.1, 0.3, 1.0, 3.0), xs, ys)
         rows[task] = {"model": "TF-IDF + linear SVM", "C": c, "dev_acc": dev, "test_acc": test,
                       "train": len(ys["train"]), "test": len(ys["test"])}
-    draws = [next_verse(verses, seed) for seed in range(max(1, args.draws))]
+    draws = [next_verse(verses, seed) for seed in range(args.draws)]
     rows["next-verse"] = draws[0]
     if len(draws) > 1:
         tests = np.array([r["test_acc"] for r in draws])
