@@ -405,6 +405,9 @@ PY
 then ok "finetune --drop-path is in the run's config and survives --resume"; else bad "finetune --drop-path: $(tail -3 "$WORK/ftdp.log" "$WORK/ftdp2.log")"; fi
 expect_error "finetune --drop-path out of range" 1 "invalid --drop-path 1: expected a rate in \[0, 1\)" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --drop-path 1 --out "$WORK/ftdp1"
+expect_error "finetune --mask-prob without --mlm-weight is a usage error" 2 "--mask-prob applies only with --mlm-weight > 0" -- \
+  "$GMLP" finetune --init "$LMCK" --task ot-nt --mask-prob 0.3 --out "$WORK/ftmp"
+[ ! -e "$WORK/ftmp" ] && ok "a --mask-prob without --mlm-weight creates no run folder" || bad "a lone --mask-prob created $WORK/ftmp"
 # --mlm-weight: the masked-token loss kept beside the task's, reported per epoch, kept by --resume.
 if "$GMLP" finetune --init "$LMCK" --task next-verse --mlm-weight 0.5 --epochs 1 --train-limit 32 \
      --eval-limit 16 --batch-size 8 --threads 2 --out "$WORK/ftmlm" >/dev/null 2>"$WORK/ftmlm.log" &&

@@ -152,7 +152,7 @@ void add_text(CLI::App& app) {
     add_lm_flags(*sub, *f);
     f->lr->description("Peak learning rate")->capture_default_str();
     f->epochs->description("Epochs")->capture_default_str();
-    sub->callback([f] {
+    sub->callback([f, sub] {
       set_threads(f->threads);
       const ProfileRun profiling(f->profile);
       LmOptions opt = f->opt;
@@ -163,6 +163,9 @@ void add_text(CLI::App& app) {
         return;
       }
       if (opt.init.empty() || opt.task.empty()) throw CLI::ValidationError("finetune", "needs --init and --task");
+      // Finetuning masks its inputs only for the masked-token loss: a --mask-prob alone would do nothing.
+      if (sub->count("--mask-prob") && opt.mlm_weight == 0)
+        throw CLI::ValidationError("finetune", "--mask-prob applies only with --mlm-weight > 0");
       const TrainResult r = finetune(opt, false);
       std::printf("test accuracy %.2f%% (best %.2f%%); ", 100 * r.final_test_acc, 100 * r.best_test_acc);
       print_result("finetune", r, opt.out_dir);
