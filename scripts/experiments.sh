@@ -89,7 +89,7 @@ best_gmlp() {
 # cosine stretched over 80 epochs, planned before it starts rather than chosen from its epochs.
 # The four 60-epoch runs gained 0.1-0.3 points over their last 20 epochs, so a longer low-rate
 # tail is the cheapest lever left. About 186 s an epoch with evaluation on the Zen 4: 4.1 hours,
-# two sessions with --resume.
+# two sessions with --resume. Session 16: ended at 94.16 % (best 94.29 % after epoch 68) in 3.9 h.
 best_gmlp80() {
   run train runs/best-gmlp-s80 80 --preset fmnist-gmlp --random-erase 0.25
 }
