@@ -12,7 +12,7 @@ inline constexpr double kFdRel = 1e-6;  // |analytic - numeric| / max(1, |analyt
 // terms in different orders (oneDNN blocks its reductions).
 inline constexpr double kFastVsRef = 2e-5;
 
-// The whole float32 model against timm computed in float64 and stored as float32 (the issue's
+// The whole float32 model against timm computed in float64 and stored as float32 (the parity
 // bar for logits is 1e-4 max abs).
 inline constexpr double kTimmLogits = 1e-4;
 inline constexpr double kTimmGrad = 1e-4;  // relative to max(1, |reference|)

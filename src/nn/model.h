@@ -149,7 +149,7 @@ class Model : public ParamModel<T> {
   // held 7–13 MB of planned activations. Whole batch → chunks there (`gmlp bench`, images/s,
   // median of three runs): fmnist-s at 64 1,145 → 1,651 (chunks of 17), cifar-s at 64 754 →
   // 1,048 (13), gmlp-ti16 at 8 32 → 39 (2). Since the gate saves nothing under an inference
-  // plan (session 8) an image plans fewer bytes, and the chunks are 22, 16 and 3 images.
+  // plan an image plans fewer bytes, and the chunks are 22, 16 and 3 images.
   static constexpr int64_t kInferChunkBytes = int64_t(8) << 20;
 
  protected:
