@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# The long runs behind the README's result tables. Every run resumes where it stopped, so
-# running this script again continues the work; runs go to runs/.
+# The long runs behind the result tables of README.md and docs/experiments.md. Every run
+# resumes where it stopped, so running this script again continues the work; runs go to runs/.
 #
 #   scripts/experiments.sh [PART...]    # after `make build`; PART: compare ablation best text
 #                                       # text-long best-amlp best-ema best-gmlp best-gmlp80
 #                                       # next-verse nsp layer-decay nsp-long mlm-weight
 #                                       # (default: the first four)
 #
-# The budgets are what one 3-hour session of this machine's two shared cores affords per part:
-# compare (8 models × 3 epochs) and ablation (3 × 3 epochs) together about 2.3 hours; best about
-# 2 hours (two seeds); text about 2.5 hours (measured at two threads: a kjv-gmlp pretraining
-# epoch, 6,249 sequences, takes 87 s; a finetuning epoch on all 24,815 verses at 64 tokens about
-# 2.5 min).
+# Each part fits in about three hours of two cores (AMD EPYC Zen 5): compare (8 models × 3
+# epochs) and ablation (3 × 3 epochs) together about 2.3 hours; best about 2 hours (two seeds);
+# text about 2.5 hours (measured at two threads: a kjv-gmlp pretraining epoch, 6,249 sequences,
+# takes 87 s; a finetuning epoch on all 24,815 verses at 64 tokens about 2.5 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 G=build/gmlp
@@ -29,7 +28,7 @@ run() {
   fi
 }
 
-# Issue 4: every vision model under one budget, then the pictures of its gMLP.
+# Every vision model under one budget (3 epochs each), then the pictures of its gMLP.
 compare() {
   "$G" compare fmnist-gmlp fmnist-amlp fmnist-vit fmnist-mixer fmnist-resmlp fmnist-ffonly \
     fmnist-eamlp fmnist-cnn --epochs 3 --random-erase 0.25 --out runs/compare
@@ -37,8 +36,8 @@ compare() {
     --metrics runs/compare/fmnist-gmlp/metrics.jsonl --out runs/compare/viz-gmlp
 }
 
-# Issue 4: the gating ablation under the comparison's budget; the split gate is the
-# comparison's finished fmnist-gmlp run, copied in so that the table and plot hold all four.
+# The gating ablation under the comparison's budget; the split gate is the comparison's
+# finished fmnist-gmlp run, copied in so that the table and plot hold all four.
 ablation() {
   if [ ! -d runs/ablation/fmnist-gmlp ]; then
     mkdir -p runs/ablation
@@ -48,28 +47,25 @@ ablation() {
     fmnist-gmlp:gate=linear --epochs 3 --random-erase 0.25 --out runs/ablation
 }
 
-# Issue 4: the best gMLP, trained longer (the >= 94 % target): the small preset (half the FLOPs
-# of fmnist-gmlp, 93.1 % after 30 epochs without random erasing) for 60 epochs, about an hour
-# each; twice, seeds 0 and 1, to see what the seed alone moves.
+# The small gMLP trained longer, towards 94 %: fmnist-s (half the FLOPs of fmnist-gmlp, 93.1 %
+# after 30 epochs without random erasing) for 60 epochs with random erasing, about an hour each
+# on an idle Zen 5; twice, seeds 0 and 1, to see what the seed alone moves.
 best() {
   run train runs/best-s60 60 --preset fmnist-s --random-erase 0.25
   run train runs/best-s60b 60 --preset fmnist-s --random-erase 0.25 --seed 1
 }
 
-# Issue 4, the next try at >= 94 %: fmnist-s with aMLP's tiny attention (d_attn 64) in every
-# block, 1.4x fmnist-s's FLOPs, under best's recipe. The two seeds above spread half a point
-# around 93.7 %; aMLP led gMLP by half a point in the 3-epoch comparison. About 3.5 hours on the
-# AVX2-only Zen 3 since session 8's gate tiles (about 300 training images/s undisturbed; 225
-# before them).
+# fmnist-s with aMLP's tiny attention (d_attn 64) in every block, 1.4x fmnist-s's FLOPs, under
+# best's recipe: aMLP led gMLP by half a point in the 3-epoch comparison. About 3.5 hours on the
+# AVX2-only Zen 3 (about 300 training images/s undisturbed). No finished run of it is reported.
 best_amlp() {
   run train runs/best-amlp-s60 60 --preset fmnist-s --set model=amlp --random-erase 0.25
 }
 
-# Issue 4, the try after best-amlp's was lost with runs/: best's recipe (93.94 % and 93.46 % for
-# two seeds) with a moving average of the weights (decay 0.9995: about 4 epochs of 468 steps),
-# then the average and the weights evaluated with flip TTA. At about 125 s an epoch on the Zen 3
-# it takes about 2.2 hours, 1.6 on the Zen 4 of session 10 (96 s), where it ended at 93.75 %
-# (average 93.72 %; with flip TTA 93.77 and 93.83 %).
+# best's recipe (93.94 % and 93.46 % for two seeds) with a moving average of the weights (decay
+# 0.9995: about 4 epochs of 468 steps), then the average and the weights evaluated with flip TTA.
+# About 2.2 hours at 125 s an epoch on the Zen 3, 1.6 hours at 96 s on the Zen 4, where it ended
+# at 93.75 % (average 93.72 %; with flip TTA 93.77 and 93.83 %).
 best_ema() {
   local dir=runs/best-ema-s60
   run train $dir 60 --preset fmnist-s --random-erase 0.25 --ema 0.9995
@@ -77,25 +73,24 @@ best_ema() {
   "$G" eval --checkpoint $dir/checkpoint.safetensors --tta-flip --json > $dir/eval_tta.json
 }
 
-# Issue 4, the next try (session 13): best's recipe on the 8-block fmnist-gmlp (1.22M params,
-# twice fmnist-s's params and FLOPs): the three fmnist-s runs end at 93.5-93.9 % with train accuracy 95 %
-# under augmentation, so capacity is the suspect. About 190 s an epoch on the Zen 4: 3.2 hours,
-# two sessions with --resume.
+# best's recipe on the 8-block fmnist-gmlp (1.22M params, twice fmnist-s's params and FLOPs):
+# the three fmnist-s runs end at 93.5-93.9 % with train accuracy 95 % under augmentation, so
+# capacity is the suspect. About 190 s an epoch on the Zen 4: 3.2 hours (resumable).
 best_gmlp() {
   run train runs/best-gmlp-s60 60 --preset fmnist-gmlp --random-erase 0.25
 }
 
-# Issue 4, the try after best-gmlp's 93.91 % (94.00 % after epoch 57): the same run with the
-# cosine stretched over 80 epochs, planned before it starts rather than chosen from its epochs.
-# The four 60-epoch runs gained 0.1-0.3 points over their last 20 epochs, so a longer low-rate
-# tail is the cheapest lever left. About 186 s an epoch with evaluation on the Zen 4: 4.1 hours,
-# two sessions with --resume. Session 16: ended at 94.16 % (best 94.29 % after epoch 68) in 3.9 h.
+# best-gmlp (93.91 %; 94.00 % after epoch 57) with the cosine stretched over 80 epochs, a length
+# fixed before the run starts rather than chosen from its epochs: the four 60-epoch runs gained
+# 0.1-0.3 points over their last 20 epochs, so a longer low-rate tail is the cheapest lever.
+# About 175 s an epoch with evaluation on the Zen 4: 3.9 hours (resumable). It ends at 94.16 %
+# (best 94.29 % after epoch 68).
 best_gmlp80() {
   run train runs/best-gmlp-s80 80 --preset fmnist-gmlp --random-erase 0.25
 }
 
 # finetune_tasks DIR PRESET PAIRS: the three KJV tasks from DIR/PRESET's pretrained checkpoint;
-# next-verse (the task still at chance, so first) on PAIRS random training pairs (0: all 47,726).
+# next-verse (the hardest task, so first) on PAIRS random training pairs (0: all 47,726).
 finetune_tasks() {
   local dir=$1 p=$2 pairs=$3 t
   run finetune "$dir/$p-next-verse" 1 --init "$dir/$p/checkpoint.safetensors" \
@@ -105,10 +100,10 @@ finetune_tasks() {
   done
 }
 
-# Issue 5: pretraining, finetuning on the three KJV tasks, and the gating ablation by
-# perplexity (split is kjv-gmlp). Finetuning at finetune's default learning rate (peak 2e-3
-# after a tenth of an epoch): single verses 3 epochs at 64 tokens on all 24,815 training verses,
-# pairs 1 epoch at 128 tokens on 24,000 of the 47,726 training pairs.
+# The language models at small scale: pretraining, finetuning on the three KJV tasks, and the
+# gating ablation by perplexity (split is kjv-gmlp). Finetuning at finetune's default learning
+# rate (peak 2e-3 after a tenth of an epoch): single verses 3 epochs at 64 tokens on all 24,815
+# training verses, pairs 1 epoch at 128 tokens on 24,000 of the 47,726 training pairs.
 text() {
   local p g
   for p in kjv-gmlp kjv-amlp kjv-bert kjv-bert-rel; do
@@ -125,10 +120,10 @@ text() {
   python3 scripts/text_tables.py --runs runs/lm | tee runs/lm/tables.md
 }
 
-# Issue 5, longer: the four models pretrained for 30 epochs from scratch (6× the table's budget,
-# about 24M tokens; some 45 minutes a model here), each finetuned as in `text` but on all the
-# training pairs, as soon as its own pretraining ends, so that a session that stops part-way
-# leaves whole rows. aMLP first: the paper's model for sentence pairs, the one task still at chance.
+# The four models pretrained for 30 epochs from scratch (6× text's budget, about 24M tokens;
+# some 45 minutes a model on the Zen 5), each finetuned as in `text` but on all the training
+# pairs, as soon as its own pretraining ends, so that a run stopped part-way leaves whole rows.
+# aMLP first: the paper's model for sentence pairs. Only aMLP's next-verse row is reported.
 text_long() {
   local p
   for p in kjv-amlp kjv-gmlp kjv-bert-rel kjv-bert; do
@@ -139,26 +134,27 @@ text_long() {
   python3 scripts/text_tables.py --runs runs/lm30 | tee runs/lm30/tables.md
 }
 
-# Issue 5, next verse with its training negatives drawn afresh each epoch (finetune's default for
-# pairs since session 8): aMLP, the paper's model for sentence pairs, pretrained for the preset's
-# 10 epochs, then finetuned on all 47,726 training pairs at a peak learning rate of 3e-4, to keep
-# the pretrained features: one epoch at finetune's default 2e-3 had stayed at chance (and so did
-# 700 steps of it again here, on this checkpoint: train accuracy 49.8 %, loss 0.71). On the Zen 3
-# of session 8 a pretraining epoch takes about 6 minutes, a finetuning epoch 13–15.
+# Next verse with its training negatives drawn afresh each epoch (finetune's default for pairs):
+# aMLP, the paper's model for sentence pairs, pretrained for the preset's 10 epochs, then
+# finetuned on all 47,726 training pairs at a peak learning rate of 3e-4, to keep the pretrained
+# features: at finetune's default 2e-3 it stays at chance (700 steps on this checkpoint: train
+# accuracy 49.8 %, loss 0.71). On the Zen 3 a pretraining epoch takes about 6 minutes, a
+# finetuning epoch 13–15.
 next_verse() {
   run pretrain runs/nv/pre-amlp 10 --preset kjv-amlp
-  # Session 8 ran 3 epochs (58.6 % test, still rising), then resumed it to 8: the cosine restarts
-  # over the longer run, which a fresh 8-epoch run would not do.
+  # The reported 58.6 % test is the last epoch of a 3-epoch run (--epochs 3), still rising;
+  # resumed to 8 epochs the cosine restarts over the longer run (no 8-epoch result is reported).
+  # From scratch this line runs one 8-epoch cosine.
   run finetune runs/nv/ft-amlp 8 --init runs/nv/pre-amlp/checkpoint.safetensors --task next-verse \
     --seq-len 96 --lr 3e-4
 }
 
-# Issue 5, session 11: aMLP pretrained for 15 epochs three ways: masked tokens only, and with
-# BERT's next-sentence objective (pretrain --nsp) with negatives from the same book or from
-# anywhere (BERT's rule, the default); the last also resumed to 30 epochs. Each is read zero-shot on next-verse (--lr 0: the
-# pretrained head as it is; a plain model's new head is chance), then finetuned on the three
-# tasks, next-verse at a peak of 3e-4 as above. On the Zen 4 of session 11: about 16 minutes a
-# pretraining, 6 a single-verse finetuning, 8 a next-verse epoch.
+# Next-sentence pretraining: aMLP pretrained for 15 epochs three ways: masked tokens only, and
+# with BERT's next-sentence objective (pretrain --nsp) with negatives from the same book or from
+# anywhere (BERT's rule, the default); the last also resumed to 30 epochs. Each is read
+# zero-shot on next-verse (--lr 0: the pretrained head as it is; a plain model's new head is
+# chance), then finetuned on the three tasks, next-verse at a peak of 3e-4 as above. On the
+# Zen 4: about 16 minutes a pretraining, 6 a single-verse finetuning, 8 a next-verse epoch.
 nsp() {
   local p
   run pretrain runs/nsp/amlp15 15 --preset kjv-amlp
@@ -187,9 +183,9 @@ nsp() {
     --task next-verse --seq-len 96 --lr 3e-4
 }
 
-# Issue 5, session 12: layer-wise learning-rate decay (finetune --layer-decay) on the
-# single-verse tasks, from the masked-token-only aMLP of the nsp part; then the next-sentence
-# aMLP resumed from 30 epochs to 60, finetuned on all three tasks. Needs the nsp part's runs.
+# Layer-wise learning-rate decay (finetune --layer-decay) on the single-verse tasks, from the
+# masked-token-only aMLP of the nsp part; then the next-sentence aMLP resumed from 30 epochs to
+# 60, finetuned on all three tasks. Needs the nsp part's runs.
 # On the Zen 4: 6 minutes a single-verse finetuning, 65 s a pretraining epoch, 18 minutes a
 # next-verse finetuning.
 layer_decay() {
@@ -213,10 +209,10 @@ layer_decay() {
     --task next-verse --seq-len 96 --lr 5e-4 --layer-decay 0.75
 }
 
-# Issue 5, session 13: next-verse against the overfitting of its finetuning (train 78 %, dev
-# 66 %): stochastic depth while finetuning (--drop-path), and the next-sentence aMLP resumed
-# from 60 epochs to 120. Needs the layer-decay part's runs. About 65 minutes of pretraining and
-# 18 a finetuning on the Zen 4.
+# Next-verse against the overfitting of its finetuning (train 78 %, dev 66 %): stochastic depth
+# while finetuning (--drop-path), and the next-sentence aMLP resumed from 60 epochs to 120.
+# Needs the layer-decay part's runs. About 65 minutes of pretraining and 18 a finetuning on the
+# Zen 4.
 nsp_long() {
   local c=runs/nsp/nsp-amlp120/checkpoint.safetensors
   [ -d runs/nsp/nsp-amlp60 ] || layer_decay
@@ -232,7 +228,7 @@ nsp_long() {
     --task next-verse --seq-len 96 --lr 3e-4
 }
 
-# Issue 5, session 14: finetuning with the masked-token loss kept on beside the task's
+# Finetuning with the masked-token loss kept on beside the task's
 # (--mlm-weight 1, inputs masked as in pretraining). Next verse from nsp-long's 120-epoch
 # checkpoint, for 3 epochs and for 5 (seeds 0 and 1), about 6.7 minutes an epoch on the Zen 4;
 # then the best single-verse runs of layer-decay again with it, about 2 minutes an epoch.
