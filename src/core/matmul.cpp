@@ -1,6 +1,5 @@
 #include "core/matmul.h"
 
-#include <cpuid.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 
 namespace gmlp {
@@ -99,12 +99,8 @@ Precision use_precision(const std::string& name) {
 Precision matmul_precision() { return g_precision; }
 
 bool cpu_has_bf16() {
-  unsigned a, b, c, d;
-  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
-  const bool avx512_bf16 = a & (1u << 5);
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return avx512_bf16;
-  const bool amx_bf16 = d & (1u << 22);
-  return avx512_bf16 || amx_bf16;
+  const CpuFeatures& cpu = cpu_features();
+  return cpu.avx512_bf16 || cpu.amx_bf16;
 }
 
 namespace {
