@@ -370,9 +370,9 @@ TEST(Evaluate, FlipTtaAveragesAnImageAndItsMirror) {
     std::reverse(mirrored.pixels.begin() + row * S, mirrored.pixels.begin() + (row + 1) * S);
   const data::Normalization norm{{0.4f, 0.6f}, {0.3f, 0.5f}};
   std::vector<float> plain, flipped, tta;
-  evaluate(*m, set, norm, 0, &plain);
-  evaluate(*m, mirrored, norm, 0, &flipped);
-  const EvalResult r = evaluate(*m, set, norm, 0, &tta, true);
+  evaluate(*m, set, norm, {.logits = &plain});
+  evaluate(*m, mirrored, norm, {.logits = &flipped});
+  const EvalResult r = evaluate(*m, set, norm, {.logits = &tta, .flip_tta = true});
   ASSERT_EQ(r.count, 7);
   std::vector<float> want(plain.size());
   for (size_t i = 0; i < want.size(); ++i) want[i] = 0.5f * (plain[i] + flipped[i]);
@@ -380,6 +380,41 @@ TEST(Evaluate, FlipTtaAveragesAnImageAndItsMirror) {
   double differs = 0;  // the mirror changes the logits: the test would notice a missing flip
   for (size_t i = 0; i < want.size(); ++i) differs = std::max(differs, double(std::abs(plain[i] - flipped[i])));
   EXPECT_GT(differs, 1e-3);
+}
+
+TEST(Evaluate, ASubsetReadsItsImagesInItsOrder) {
+  // --eval-limit's items: the logits of images 5, 1, 3 are rows 5, 1, 3 of the whole set's, and
+  // accuracy and count are over those three of the seven.
+  const ModelConfig cfg = tiny_config();
+  auto m = make_model<float>(cfg);
+  Rng rng(43);
+  randomize(*m, rng);
+  m->plan(2, Mode::infer);
+  data::ImageSet set;
+  set.count = 7, set.channels = cfg.in_chans, set.height = set.width = cfg.img_size;
+  set.classes = cfg.num_classes;
+  for (int64_t i = 0; i < int64_t(set.count) * set.channels * cfg.img_size * cfg.img_size; ++i)
+    set.pixels.push_back(uint8_t(rng.next() % 256));
+  for (int i = 0; i < set.count; ++i) set.labels.push_back(uint8_t(i % cfg.num_classes));
+  const data::Normalization norm{{0.5f, 0.5f}, {0.25f, 0.25f}};
+  std::vector<float> all, some;
+  const EvalResult whole = evaluate(*m, set, norm, {.logits = &all});
+  const std::vector<int64_t> items = {5, 1, 3};
+  const EvalResult part = evaluate(*m, set, norm, {.items = &items, .logits = &some});
+  EXPECT_EQ(whole.count, 7);
+  EXPECT_EQ(part.count, 3);
+  EXPECT_EQ(part.total, 7);
+  const int64_t K = cfg.num_classes;
+  ASSERT_EQ(int64_t(some.size()), 3 * K);
+  int correct = 0;
+  for (size_t r = 0; r < items.size(); ++r) {
+    const float* want = all.data() + items[r] * K;
+    EXPECT_TRUE(close("row", some.data() + r * K, want, K, tol::kInvariance)) << "item " << items[r];
+    correct += (std::max_element(want, want + K) - want) == set.labels[size_t(items[r])];
+  }
+  EXPECT_DOUBLE_EQ(part.accuracy, correct / 3.0);
+  const std::vector<int64_t> outside = {7};
+  EXPECT_THROW(evaluate(*m, set, norm, {.items = &outside}), Error);
 }
 
 TEST(Model, InitMatchesTimm) {

@@ -85,9 +85,11 @@ void add_bench(CLI::App& app) {
     bool json = false, profile = false;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("bench", "Measure training and inference speed");
-  auto* preset = sub->add_option("--preset", args->preset, "Model preset");
-  auto* ckpt = sub->add_option("--checkpoint", args->checkpoint, "Checkpoint (.safetensors)");
+  CLI::App* sub = app.add_subcommand(
+      "bench", "Measure an image model's training and inference speed: images/s, GFLOP/s, peak memory");
+  auto* preset = sub->add_option("--preset", args->preset, "Image model preset (see `gmlp info --list`)");
+  auto* ckpt = sub->add_option("--checkpoint", args->checkpoint,
+                               "An image classifier checkpoint (.safetensors: gmlp train's, or a timm gMLP state_dict)");
   preset->excludes(ckpt);
   sub->add_option("--batch-size", args->batch_size, "Batch of the training step and batched inference")->capture_default_str();
   sub->add_option("--warmup", args->warmup, "Untimed repetitions first")->capture_default_str();

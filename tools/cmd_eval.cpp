@@ -1,4 +1,5 @@
-// gmlp eval: accuracy of a checkpoint on a Fashion-MNIST split, and optionally its logits.
+// gmlp eval: accuracy of a checkpoint on a split of Fashion-MNIST, CIFAR-10 or an image folder,
+// or a random subset of it, and optionally its logits.
 #include <cstdio>
 
 #include "commands.h"
@@ -8,6 +9,7 @@
 #include "data/image_folder.h"
 #include "io/npy.h"
 #include "train/checkpoint.h"
+#include "train/eval_subset.h"
 #include "train/evaluate.h"
 
 namespace gmlp::cli {
@@ -30,16 +32,26 @@ void check_same_classes(const std::vector<std::string>& trained, const std::vect
 void add_eval(CLI::App& app) {
   struct Args {
     std::string checkpoint, split = "test", logits, data_dir = data::kFashionMnistDir, precision = "f32";
-    int limit = 0, batch_size = 256, threads = 0;
+    int limit = 0, eval_limit = 0, batch_size = 256, threads = 0;
+    uint64_t seed = 0;
     bool json = false, tta_flip = false;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("eval", "Evaluate a checkpoint on Fashion-MNIST, CIFAR-10 or an image folder");
-  sub->add_option("--checkpoint", args->checkpoint, "Checkpoint (.safetensors, gmlp or timm)")->required();
-  sub->add_option("--split", args->split, "Split")->check(CLI::IsMember({"train", "test"}))->capture_default_str();
-  sub->add_option("--limit", args->limit, "Only the first N images, in file order (0: all)")->capture_default_str();
-  sub->add_option("--logits", args->logits, "Write the logits as float32 .npy of shape [N, K]");
-  sub->add_option("--batch-size", args->batch_size, "Images per forward pass")->capture_default_str();
+  CLI::App* sub = app.add_subcommand(
+      "eval", "Accuracy and loss of an image classifier checkpoint on Fashion-MNIST, CIFAR-10 or an image folder");
+  sub->add_option("--checkpoint", args->checkpoint,
+                  "An image classifier checkpoint (.safetensors: gmlp train's, or a timm gMLP state_dict)")
+      ->required();
+  sub->add_option("--split", args->split, "The split to evaluate: train or test")
+      ->check(CLI::IsMember({"train", "test"}))->capture_default_str();
+  auto* limit = sub->add_option("--limit", args->limit, "Only the first N images, in file order (0: all)")
+      ->check(at_least(0))->capture_default_str();
+  auto* eval_limit = add_eval_limit_option(*sub, args->eval_limit, "images", false);
+  sub->add_option("--seed", args->seed, "Seed of --eval-limit's draw (a run's --seed draws its subset)")->capture_default_str();
+  auto* logits = sub->add_option("--logits", args->logits,
+                                 "Write the logits as float32 .npy of shape [N, K], one row per image in file order");
+  eval_limit->excludes(limit)->excludes(logits);
+  sub->add_option("--batch-size", args->batch_size, "Images per forward pass")->check(at_least(1))->capture_default_str();
   sub->add_option("--data-dir", args->data_dir, kDataDirHelp);
   sub->add_flag("--json", args->json, "Print one JSON object");
   sub->add_flag("--tta-flip", args->tta_flip, "Average each image's logits with its mirror image's (test-time augmentation)");
@@ -53,20 +65,27 @@ void add_eval(CLI::App& app) {
     const data::ImageSet set = data::load_images(args->data_dir, args->split, ck.config.in_chans, ck.config.img_size);
     check_compatible(ck.config, set, args->data_dir);
     check_same_classes(ck.class_names, set.class_names, args->checkpoint, args->data_dir);
-    if (args->batch_size <= 0) fail("invalid --batch-size ", args->batch_size, ": must be positive");
     ck.model->plan(args->batch_size, Mode::infer);
+    // The images: all, the first --limit, or --eval-limit drawn by --seed as train draws them.
+    std::vector<int64_t> items = eval_subset(set.count, args->eval_limit, args->seed);
+    if (args->limit > 0 && args->limit < set.count) items.resize(size_t(args->limit));
+    const std::string whole = eval_limit_note(args->eval_limit, set.count, args->split + " images");
+    if (!whole.empty()) std::fprintf(stderr, "gmlp: %s\n", whole.c_str());
     std::vector<float> logits;
-    const EvalResult r = evaluate(*ck.model, set, ck.norm, args->limit,
-                                  args->logits.empty() ? nullptr : &logits, args->tta_flip);
+    const EvalResult r = evaluate(*ck.model, set, ck.norm,
+                                  {.items = &items, .logits = args->logits.empty() ? nullptr : &logits,
+                                   .flip_tta = args->tta_flip, .progress = args->split.c_str()});
     if (!args->logits.empty())
       save_npy_f32(args->logits, logits.data(), {r.count, ck.config.num_classes});
     if (args->json)
-      std::printf("{\"count\": %d, \"accuracy\": %.6f, \"loss\": %.6f, \"tta_flip\": %s, \"seconds\": %.3f}\n",
-                  r.count, r.accuracy, r.loss, args->tta_flip ? "true" : "false", r.seconds);
+      std::printf("{\"count\": %d, \"total\": %d, \"accuracy\": %.6f, \"loss\": %.6f, \"tta_flip\": %s, \"seconds\": %.3f}\n",
+                  r.count, r.total, r.accuracy, r.loss, args->tta_flip ? "true" : "false", r.seconds);
     else
-      std::printf("%s %s%s: accuracy %.2f%% (%d images), loss %.4f, %.1f s\n",
+      std::printf("%s %s%s: accuracy %.2f%% (%s images), loss %.4f, %.1f s\n",
                   args->checkpoint.c_str(), args->split.c_str(), args->tta_flip ? " (flip TTA)" : "",
-                  100 * r.accuracy, r.count, r.loss, r.seconds);
+                  100 * r.accuracy,
+                  (r.count < r.total ? subset_label(r.count, r.total) : thousands(r.count)).c_str(), r.loss,
+                  r.seconds);
   });
 }
 

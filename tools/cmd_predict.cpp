@@ -15,10 +15,12 @@ void add_predict(CLI::App& app) {
     int top = 3, threads = 0;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("predict", "Classify PNG/JPEG images with a checkpoint");
-  sub->add_option("--checkpoint", args->checkpoint, "Checkpoint (.safetensors)")->required();
+  CLI::App* sub = app.add_subcommand("predict", "Classify PNG/JPEG images with an image classifier checkpoint");
+  sub->add_option("--checkpoint", args->checkpoint,
+                  "An image classifier checkpoint (.safetensors: gmlp train's, or a timm gMLP state_dict)")
+      ->required();
   sub->add_option("images", args->images, "Image files (resized and converted to the model's input)")->required();
-  sub->add_option("--top", args->top, "Classes to print per image")->capture_default_str();
+  sub->add_option("--top", args->top, "Classes to print per image")->check(at_least(1))->capture_default_str();
   add_threads_option(*sub, args->threads);
   sub->callback([args] {
     set_threads(args->threads);

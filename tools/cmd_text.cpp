@@ -22,23 +22,34 @@ struct LmFlags {
   CLI::Option *epochs = nullptr, *batch = nullptr, *lr = nullptr;
 };
 
-void add_lm_flags(CLI::App& sub, LmFlags& f) {
+// Pretraining's flags (finetune: false) or finetuning's: the same options, their help in each
+// one's terms.
+void add_lm_flags(CLI::App& sub, LmFlags& f, bool finetune) {
   LmOptions& o = f.opt;
   f.epochs = sub.add_option("--epochs", o.epochs, "Epochs (default: the preset's)");
-  f.batch = sub.add_option("--batch-size", o.batch_size, "Sequences per step (default: the preset's)");
+  f.batch = finetune ? sub.add_option("--batch-size", o.batch_size, "Examples per step")->capture_default_str()
+                     : sub.add_option("--batch-size", o.batch_size, "Sequences per step (default: the preset's)");
   f.lr = sub.add_option("--lr", o.lr, "Peak learning rate (default: the preset's)");
   sub.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
   sub.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str();
   sub.add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")->capture_default_str();
   sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->capture_default_str();
-  sub.add_option("--mask-prob", o.mask_prob, "Share of tokens masked (BERT: 0.15, of which 80/10/10); finetune: with --mlm-weight")->capture_default_str();
-  sub.add_option("--seed", o.seed, "Seed of initialisation, order, masking")->capture_default_str();
-  sub.add_option("--train-limit", o.train_limit, "Train on N sequences only: pretrain the first N, finetune a random N fixed by --seed (0: all)")->capture_default_str();
-  sub.add_option("--eval-limit", o.eval_limit, "Evaluate on the first N dev/test sequences/examples only (0: all)")->capture_default_str();
+  sub.add_option("--mask-prob", o.mask_prob,
+                 finetune ? "Share of tokens masked for --mlm-weight's loss (BERT: 0.15, of which 80/10/10)"
+                          : "Share of tokens masked (BERT: 0.15, of which 80/10/10)")->capture_default_str();
+  sub.add_option("--seed", o.seed,
+                 finetune ? "Seed of the head's initialisation, order, --train-limit's and --eval-limit's draws"
+                          : "Seed of initialisation, order, masking and --eval-limit's draw")->capture_default_str();
+  sub.add_option("--train-limit", o.train_limit,
+                 finetune ? "Train on N examples drawn at random, fixed by --seed (0: all)"
+                          : "Train on the first N sequences only (0: all)")->capture_default_str();
+  add_eval_limit_option(sub, o.eval_limit, finetune ? "dev and test examples" : "dev sequences (and dev pairs, with --nsp)");
   sub.add_option("--precision", o.precision, "Matrix products: f32, or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
   sub.add_option("--out", o.out_dir, "Run folder: checkpoint.safetensors, train_state.safetensors, metrics.jsonl")->capture_default_str();
-  sub.add_option("--resume", f.resume, "Continue the run in this folder from its last checkpoint (--epochs may extend it)");
+  sub.add_option("--resume", f.resume,
+                 "Continue the run in this folder from its last checkpoint, with the run's own options "
+                 "(--epochs may extend it)");
   sub.add_flag("--profile", f.profile, "Print where the training time went, per op, at the end");
   add_threads_option(sub, f.threads);
 }
@@ -99,7 +110,7 @@ void add_text(CLI::App& app) {
     sub->add_option("--nsp-negatives", args->f.opt.nsp_negatives,
                     "Where --nsp takes a negative's B: any book (BERT's rule), or the same book "
                     "(next-verse's)")->check(CLI::IsMember({"any", "book"}))->capture_default_str();
-    add_lm_flags(*sub, args->f);
+    add_lm_flags(*sub, args->f, false);
     sub->callback([args] {
       set_threads(args->f.threads);
       const ProfileRun profiling(args->f.profile);
@@ -128,8 +139,10 @@ void add_text(CLI::App& app) {
     f->opt.lr = 2e-3;
     f->opt.warmup_epochs = 0.1;
     CLI::App* sub = app.add_subcommand("finetune", "Finetune a pretrained text model on a KJV task");
-    sub->add_option("--init", f->opt.init, "The pretrained checkpoint (gmlp pretrain's checkpoint.safetensors)");
-    sub->add_option("--task", f->opt.task, "ot-nt (Old or New Testament), genre (7 classes), next-verse (pairs)")
+    sub->add_option("--init", f->opt.init,
+                    "The pretrained checkpoint (gmlp pretrain's checkpoint.safetensors; required unless --resume)");
+    sub->add_option("--task", f->opt.task,
+                    "ot-nt (Old or New Testament), genre (7 classes), next-verse (pairs) (required unless --resume)")
         ->check(CLI::IsMember({"ot-nt", "genre", "next-verse"}));
     sub->add_option("--seq-len", f->opt.seq_len,
                     "Finetune at a shorter length than pretraining: length-sized tensors keep their "
@@ -149,7 +162,7 @@ void add_text(CLI::App& app) {
                     "Keep the masked-token loss while finetuning, this weighted, beside the task's: "
                     "the inputs are masked as in pretraining (--mask-prob) (0: off)")
         ->capture_default_str();
-    add_lm_flags(*sub, *f);
+    add_lm_flags(*sub, *f, true);
     f->lr->description("Peak learning rate")->capture_default_str();
     f->epochs->description("Epochs")->capture_default_str();
     sub->callback([f, sub] {
@@ -178,7 +191,7 @@ void add_text(CLI::App& app) {
     };
     auto args = std::make_shared<Args>();
     CLI::App* sub = app.add_subcommand("fill-mask", "Print the top predictions for each [MASK] in a text");
-    sub->add_option("--checkpoint", args->checkpoint, "A text checkpoint (pretrain or finetune)")->required();
+    sub->add_option("--checkpoint", args->checkpoint, "A text checkpoint (gmlp pretrain's or finetune's)")->required();
     sub->add_option("text", args->text, "Text with one or more [MASK]")->required();
     sub->add_option("--top", args->top, "Predictions per [MASK]")->capture_default_str();
     add_threads_option(*sub, args->threads);

@@ -1,4 +1,5 @@
-// gmlp train: trains an image classifier on Fashion-MNIST from a preset, or resumes a run.
+// gmlp train: trains an image classifier (Fashion-MNIST, CIFAR-10 or an image folder) from a
+// preset, or resumes a run.
 // The training flags are shared with gmlp compare (add_train_flags / resolve_training).
 #include <cstdio>
 
@@ -23,6 +24,32 @@ void add_threads_option(CLI::App& sub, int& threads) {
       ->capture_default_str();
 }
 
+CLI::Validator at_least(long long min, const std::string& hint) {
+  return CLI::Validator(
+      [min, hint](std::string& value) -> std::string {
+        try {
+          size_t end = 0;
+          const long long n = std::stoll(value, &end);
+          if (end == value.size() && n >= min) return "";
+        } catch (const std::exception&) {
+        }
+        return "expected a whole number >= " + std::to_string(min) + ", found '" + value + "'" +
+               (hint.empty() ? "" : " (" + hint + ")");
+      },
+      "");
+}
+
+CLI::Option* add_eval_limit_option(CLI::App& sub, int& limit, const std::string& items, bool training) {
+  const std::string which = training ? ", the same every epoch so curves compare"
+                                     : ": the ones train --eval-limit N --seed S evaluated on";
+  return sub
+      .add_option("--eval-limit", limit,
+                  "Evaluate on N " + items + " drawn at random, fixed by --seed" + which +
+                      " (default: all; N at least the split's size: all of it)")
+      ->type_name("N")
+      ->check(at_least(1, "leave it out to evaluate on all"));
+}
+
 void add_train_flags(CLI::App& sub, TrainFlags& f) {
   TrainOptions& o = f.opt;
   f.epochs = sub.add_option("--epochs", o.epochs, "Epochs (default: the preset's)");
@@ -34,7 +61,7 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
   sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->capture_default_str();
   sub.add_option("--label-smoothing", o.label_smoothing, "Label smoothing (DeiT 0.1)")->capture_default_str();
   sub.add_option("--crop-padding", o.crop_padding, "Random-crop padding in pixels (0: off)")->capture_default_str();
-  sub.add_flag("!--no-hflip", o.hflip, "Disable random horizontal flips");
+  sub.add_flag_callback("--no-hflip", [&o] { o.hflip = false; }, "Disable random horizontal flips");
   sub.add_option("--mixup", o.mixup_alpha, "Mixup: λ ~ Beta(α, α) (0: off; DeiT 0.8)")->capture_default_str();
   sub.add_option("--cutmix", o.cutmix_alpha, "CutMix: λ ~ Beta(α, α) (0: off; DeiT 1.0)")->capture_default_str();
   sub.add_option("--mix-prob", o.mix_prob, "Chance a batch is mixed when Mixup or CutMix is on (DeiT 1.0)")->capture_default_str();
@@ -43,8 +70,9 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
   sub.add_option("--ema", o.ema_decay, "Keep a moving average of the weights with this decay per step, evaluated each epoch and saved as checkpoint_ema.safetensors (0: off; DeiT 0.99996)")->capture_default_str();
   sub.add_option("--drop-path", f.drop_path, "Stochastic depth of the last block, linear in depth from 0 (default: the preset's; DeiT-S 0.1)");
   sub.add_option("--set", f.sets, "Override a model config field, e.g. --set gate=additive --set dim=96 (see `gmlp info --json`)");
-  sub.add_option("--seed", o.seed, "Seed of initialisation, order, augmentation")->capture_default_str();
+  sub.add_option("--seed", o.seed, "Seed of initialisation, order, augmentation and --eval-limit's draw")->capture_default_str();
   sub.add_option("--train-limit", o.train_limit, "Train on the first N images only (0: all)")->capture_default_str();
+  add_eval_limit_option(sub, o.eval_limit, "test images");
   sub.add_option("--data-dir", o.data_dir, kDataDirHelp);
   sub.add_option("--precision", o.precision, "Matrix products: f32, or bf16 (fp32 accumulation and master weights)")
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
@@ -102,11 +130,14 @@ void add_train(CLI::App& app) {
     int threads = 0;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("train", "Train an image classifier on Fashion-MNIST");
+  CLI::App* sub = app.add_subcommand(
+      "train", "Train an image classifier on Fashion-MNIST, CIFAR-10 or an image folder (--data-dir), or resume a run");
   sub->add_option("--preset", args->preset, "Model preset (see `gmlp info --list`)")->capture_default_str();
   add_train_flags(*sub, args->flags);
   sub->add_option("--out", args->flags.opt.out_dir, "Run folder: checkpoint.safetensors, train_state.safetensors, metrics.jsonl")->capture_default_str();
-  sub->add_option("--resume", args->resume, "Continue the run in this folder from its last checkpoint (--epochs may extend it)");
+  sub->add_option("--resume", args->resume,
+                  "Continue the run in this folder from its last checkpoint, with the run's own options "
+                  "(--epochs may extend it)");
   add_threads_option(*sub, args->threads);
   sub->callback([args] {
     set_threads(args->threads);
@@ -115,16 +146,17 @@ void add_train(CLI::App& app) {
       opt.out_dir = args->resume;
       if (!args->flags.epochs->count()) opt.epochs = 0;  // keep the run's own
       const TrainResult r = train(ModelConfig{}, opt, true);
-      std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d more epochs in %.0f s\n",
+      std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d more epoch%s in %.0f s\n",
                   100 * r.final_test_acc, 100 * r.best_test_acc, ema_summary(r).c_str(),
-                  r.epochs_run, r.seconds);
+                  r.epochs_run, r.epochs_run == 1 ? "" : "s", r.seconds);
       return;
     }
-    const auto [cfg, opt] = resolve_training(find_preset(args->preset), args->flags);
+    auto [cfg, opt] = resolve_training(find_preset(args->preset), args->flags);
+    opt.preset = args->preset;
     const TrainResult r = train(cfg, opt, false);
-    std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d epochs in %.0f s; run in %s\n",
+    std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d epoch%s in %.0f s; run in %s\n",
                 100 * r.final_test_acc, 100 * r.best_test_acc, ema_summary(r).c_str(),
-                r.epochs_run, r.seconds, opt.out_dir.c_str());
+                r.epochs_run, r.epochs_run == 1 ? "" : "s", r.seconds, opt.out_dir.c_str());
   });
 }
 

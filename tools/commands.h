@@ -34,6 +34,15 @@ inline constexpr const char* kDataDirHelp =
 // --threads, shared by every subcommand: 0 = all cores this process may use.
 void add_threads_option(CLI::App& sub, int& threads);
 
+// A whole number >= min, else a usage error naming the flag: "--eval-limit: expected a whole
+// number >= 1, found '0' (hint)".
+CLI::Validator at_least(long long min, const std::string& hint = "");
+
+// --eval-limit N, shared by train, compare, eval, pretrain and finetune: evaluate on N `items`
+// ("test images") drawn at random by --seed (train/eval_subset.h), every epoch when `training`.
+// N < 1 is a usage error; not given, `limit` keeps 0: all.
+CLI::Option* add_eval_limit_option(CLI::App& sub, int& limit, const std::string& items, bool training = true);
+
 // The training flags of `train` and `compare`: optimiser, schedule, augmentation, DeiT's
 // regularisation, model overrides (--set key=value), precision. Options the user did not give
 // fall back to the preset's defaults in resolve_training.

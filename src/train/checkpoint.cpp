@@ -67,8 +67,39 @@ ModelConfig config_from_tensors(const st::File& file) {
   return c;
 }
 
+CheckpointKind checkpoint_kind(const st::File& file) {
+  const auto& meta = file.metadata();
+  const auto format = meta.find("format");
+  if (meta.count("tokenizer") || (format != meta.end() && format->second == "gmlp-text"))
+    return CheckpointKind::text;
+  if ((format != meta.end() && format->second == "gmlp") || file.find("stem.proj.weight") ||
+      file.find("head.weight"))
+    return CheckpointKind::image;
+  return CheckpointKind::unknown;
+}
+
+std::string describe_checkpoint(const st::File& file) {
+  switch (checkpoint_kind(file)) {
+    case CheckpointKind::image:
+      return file.metadata().count("format") ? "an image classifier checkpoint (gmlp train)"
+                                             : "an image classifier checkpoint (a timm state_dict)";
+    case CheckpointKind::text: {
+      const auto task = file.metadata().find("task");
+      if (task != file.metadata().end()) return "a text checkpoint (gmlp finetune, task " + task->second + ")";
+      return "a text checkpoint (a masked-language model from gmlp pretrain)";
+    }
+    case CheckpointKind::unknown:
+      break;
+  }
+  return "a safetensors file of neither gmlp's image nor its text checkpoints";
+}
+
 Checkpoint load_checkpoint(const std::string& path) {
   const st::File file = st::File::open(path);
+  if (checkpoint_kind(file) == CheckpointKind::text)
+    fail("'", path, "' is ", describe_checkpoint(file),
+         ", not an image classifier (of gmlp train, or a timm gMLP): use it with gmlp fill-mask, "
+         "or as gmlp finetune --init");
   Checkpoint ck;
   ck.metadata = file.metadata();
   auto meta_json = [&](const char* key) -> nlohmann::json {

@@ -36,4 +36,14 @@ Checkpoint load_checkpoint(const std::string& path);
 // The architecture of a gMLP state_dict, from its tensor shapes alone.
 ModelConfig config_from_tensors(const st::File& file);
 
+// What a safetensors file holds, from its metadata and tensor names, so that a command given
+// the other kind says so: an image classifier (gmlp train's, or a timm gMLP state_dict), a text
+// model (gmlp pretrain's or finetune's, with its tokenizer), or neither that it can tell.
+enum class CheckpointKind { image, text, unknown };
+CheckpointKind checkpoint_kind(const st::File& file);
+// The kind in words, for such errors: "an image classifier checkpoint (gmlp train)", "a text
+// checkpoint (a masked-language model from gmlp pretrain)", "a text checkpoint (gmlp finetune,
+// task genre)".
+std::string describe_checkpoint(const st::File& file);
+
 }  // namespace gmlp

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "core/error.h"
 #include "ops/cross_entropy.h"
+#include "train/progress.h"
 
 namespace gmlp {
 
@@ -18,10 +20,14 @@ void check_compatible(const ModelConfig& cfg, const data::ImageSet& set, const s
 }
 
 EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::Normalization& norm,
-                    int limit, std::vector<float>* logits, bool flip_tta) {
+                    const EvalOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& cfg = model.config();
-  const int n = limit > 0 ? std::min(limit, set.count) : set.count;
+  const std::vector<int64_t>* items = options.items;
+  const bool flip_tta = options.flip_tta;
+  std::vector<float>* logits = options.logits;
+  const int n = items ? int(items->size()) : set.count;
+  auto image = [&](int64_t k) { return items ? (*items)[size_t(k)] : k; };  // k-th evaluated
   const int64_t B = model.planned_batch(), K = cfg.num_classes, C = cfg.in_chans, S = cfg.img_size;
   const int64_t image_size = C * S * S;
   std::vector<float> input(B * image_size), probs(B * K), mean_logits(flip_tta ? B * K : 0);
@@ -29,15 +35,22 @@ EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::
   if (logits) logits->assign(int64_t(n) * K, 0.f);
   EvalResult r;
   r.count = n;
+  r.total = set.count;
+  std::unique_ptr<EvalProgress> progress;
+  if (options.progress) progress = std::make_unique<EvalProgress>(options.progress, n);
   double loss_sum = 0;
   int64_t correct = 0;
   for (int start = 0; start < n; start += int(B)) {
     const int64_t b = std::min<int64_t>(B, n - start);
+    for (int64_t i = 0; i < b; ++i) {
+      const int64_t at = image(start + i);
+      if (at < 0 || at >= set.count) fail("failed to evaluate: image ", at, " of a set of ", set.count);
+      labels[i] = set.labels[at];
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < b; ++i)
       data::normalize_image(input.data() + i * image_size,
-                            set.pixels.data() + (start + i) * image_size, int(C), int(S), norm);
-    for (int64_t i = 0; i < b; ++i) labels[i] = set.labels[start + i];
+                            set.pixels.data() + image(start + i) * image_size, int(C), int(S), norm);
     const float* out = model.infer(input.data(), b);
     if (flip_tta) {
       std::copy(out, out + b * K, mean_logits.data());
@@ -54,6 +67,7 @@ EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::
       correct += (std::max_element(row, row + K) - row) == labels[i];
     }
     if (logits) std::copy(out, out + b * K, logits->data() + int64_t(start) * K);
+    if (progress) progress->update(start + b, correct);
   }
   r.loss = n ? loss_sum / n : 0;
   r.accuracy = n ? double(correct) / n : 0;

@@ -1,5 +1,5 @@
-// Evaluation of an image classifier on a labelled set: mean cross-entropy (no smoothing),
-// top-1 accuracy, and optionally the logits of every image in file order.
+// Evaluation of an image classifier on a labelled set, or a subset of it: mean cross-entropy (no
+// smoothing), top-1 accuracy, and optionally the logits of every image evaluated.
 #pragma once
 
 #include <vector>
@@ -11,17 +11,27 @@
 namespace gmlp {
 
 struct EvalResult {
-  int count = 0;
+  int count = 0;                  // images evaluated
+  int total = 0;                  // images in the set
   double loss = 0, accuracy = 0;  // accuracy in [0, 1]
   double seconds = 0;
 };
 
-// Evaluates the first `limit` images (all when limit <= 0) in batches of up to the model's
-// planned batch. logits, when given, receives (count, K) in file order. With flip_tta, an
-// image's logits are the mean of its own and its mirror image's (test-time augmentation with
-// the training's horizontal flip; twice the work).
+struct EvalOptions {
+  // The images to evaluate, by index into the set, in this order (eval_subset's draw, or the
+  // first N); null: all of them in file order.
+  const std::vector<int64_t>* items = nullptr;
+  std::vector<float>* logits = nullptr;  // when given, receives (count, K) in the items' order
+  // An image's logits are the mean of its own and its mirror image's (test-time augmentation
+  // with the training's horizontal flip; twice the work).
+  bool flip_tta = false;
+  // Names the pass on a progress line while it runs, on a terminal only ("test"); null: none.
+  const char* progress = nullptr;
+};
+
+// Evaluates in batches of up to the model's planned batch.
 EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::Normalization& norm,
-                    int limit = 0, std::vector<float>* logits = nullptr, bool flip_tta = false);
+                    const EvalOptions& options = {});
 
 // Checks that a data set fits a model (channels, size, classes); throws a one-line error naming
 // `source` otherwise.

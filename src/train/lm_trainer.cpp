@@ -16,6 +16,8 @@
 #include "text/corpus.h"
 #include "text/mlm.h"
 #include "text/tasks.h"
+#include "train/checkpoint.h"
+#include "train/eval_subset.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
 #include "train/run_files.h"
@@ -48,6 +50,9 @@ void save_text_checkpoint(const std::string& path, const TextModel<float>& model
 
 TextCheckpoint load_text_checkpoint(const std::string& path) {
   const st::File file = st::File::open(path);
+  if (checkpoint_kind(file) == CheckpointKind::image)
+    fail("'", path, "' is ", describe_checkpoint(file),
+         ", not a text model (of gmlp pretrain or finetune): use it with gmlp predict, eval or viz");
   TextCheckpoint ck;
   ck.metadata = file.metadata();
   auto meta = [&](const char* key) {
@@ -178,16 +183,19 @@ struct HeadBatch {
     cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, 0.f);
     return StepResult{double(mean) * B, hits(logits, B, K), B};
   }
-  // The head's accuracy on set, a planned batch at a time.
-  double accuracy(TextModel<float>& model, const std::vector<text::Example>& set) {
+  // The head's accuracy on set, a planned batch at a time, with a progress line naming `what`
+  // on a terminal.
+  double accuracy(TextModel<float>& model, const std::vector<text::Example>& set, const char* what) {
     const int64_t B = model.planned_batch(), S = int64_t(set.size());
     const int N = model.config().seq_len, K = model.config().num_classes;
+    EvalProgress progress(what, S);
     int64_t correct = 0;
     for (int64_t s0 = 0; s0 < S; s0 += B) {
       const int64_t b = std::min(B, S - s0);
       load(set, nullptr, s0, b, N);
       model.encode(ids.data(), b);
       correct += hits(model.classify(), b, K);
+      progress.update(s0 + b, correct);
     }
     return S ? double(correct) / double(S) : 0.0;
   }
@@ -202,6 +210,7 @@ struct Job {
   std::function<nlohmann::json()> evaluate;  // figures after each epoch
   std::function<void(const nlohmann::json&)> report;
   std::function<void(int epoch)> begin_epoch;  // optional: before the epoch's first step
+  std::map<std::string, std::string> metadata;  // in every checkpoint, beside the epoch marks
 };
 
 // A run's starting point: fresh (epoch 0) or from its folder.
@@ -217,6 +226,8 @@ struct Start {
 Start resume_from(const RunFiles& files, LmOptions& opt, TextCheckpoint& ck) {
   Start st;
   st.state = std::make_unique<RunState>(read_run_state(files, &st.metrics));
+  if (st.state->options.contains("crop_padding"))  // TrainOptions: an image run
+    fail("'", opt.out_dir, "' is an image classifier's run, not a text run: resume it with gmlp train --resume");
   const LmOptions given = opt;
   try {
     opt = LmOptions::from_json(st.state->options);
@@ -308,8 +319,11 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
     metrics.push_back(m);
     job.report(m);
     save_run_state(files, adamw, RunState{epoch + 1, step, adamw.steps(), opt.to_json(), {}, {}}, metrics);
-    save_text_checkpoint(files.checkpoint, model, tok,
-                         {{"epoch", std::to_string(epoch + 1)}, {"step", std::to_string(step)}});
+    std::map<std::string, std::string> meta = job.metadata;
+    meta["epoch"] = std::to_string(epoch + 1);
+    meta["step"] = std::to_string(step);
+    meta["training"] = training_summary(opt.to_json(), metrics);
+    save_text_checkpoint(files.checkpoint, model, tok, meta);
     result.final_test_acc = m.value("test_acc", 0.0);
     result.best_test_acc = std::max(result.best_test_acc, result.final_test_acc);
     ++result.epochs_run;
@@ -322,6 +336,25 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
 void check_shared_options(const LmOptions& opt) {
   if (!(opt.mask_prob >= 0 && opt.mask_prob <= 1))
     fail("invalid --mask-prob ", opt.mask_prob, ": expected a probability in [0, 1]");
+  if (opt.eval_limit < 0) fail("invalid --eval-limit ", opt.eval_limit, ": expected a count >= 1 (0: all)");
+}
+
+// The items of an evaluation split that --eval-limit keeps (eval_subset.h), and its size before,
+// with a note on stderr when the limit covers the whole split.
+template <class T>
+int64_t limit_split(std::vector<T>& items, const LmOptions& opt, const char* what) {
+  const int64_t total = int64_t(items.size());
+  const std::string note = eval_limit_note(opt.eval_limit, total, what);
+  if (!note.empty()) std::fprintf(stderr, "gmlp: %s\n", note.c_str());
+  keep_eval_subset(items, opt.eval_limit, opt.seed);
+  return total;
+}
+
+// " (2,000 of 10,000)" when an evaluation read a subset of its split, else "".
+std::string subset_note(const nlohmann::json& m, const std::string& split) {
+  if (!m.contains(split + "_count") || !m.contains(split + "_total")) return "";
+  const std::string s = subset_label(m[split + "_count"].get<int64_t>(), m[split + "_total"].get<int64_t>());
+  return s.empty() ? "" : " (" + s + ")";
 }
 
 void make_folder(const std::string& dir) {
@@ -382,12 +415,12 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     const NspDocs dev = nsp_documents(tok, text::Split::dev, any_book);
     Rng r(opt.seed ^ 0xDE5E7ull);
     dev_pairs = text::next_sentence_pairs(dev.ids, dev.unit, dev.group, N, r);
-    if (opt.eval_limit > 0 && int64_t(dev_pairs.size()) > opt.eval_limit) dev_pairs.resize(size_t(opt.eval_limit));
   } else {
     train_seqs = pack(tok, documents(opt, text::Split::train), N);
   }
   auto dev_seqs = pack(tok, documents(opt, text::Split::dev), N);
-  if (opt.eval_limit > 0 && int64_t(dev_seqs.size()) > opt.eval_limit) dev_seqs.resize(size_t(opt.eval_limit));
+  const int64_t dev_total = limit_split(dev_seqs, opt, "dev sequences");
+  const int64_t dev_pairs_total = opt.nsp ? limit_split(dev_pairs, opt, "dev pairs") : 0;
   text::MaskConfig mask;
   mask.mask_prob = float(opt.mask_prob);
   // Dev masks are drawn once, so every epoch is measured on the same positions.
@@ -433,21 +466,24 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     const int64_t B = model.planned_batch(), S = int64_t(dev_seqs.size());
     double loss = 0;
     int64_t correct = 0, count = 0;
+    EvalProgress progress("dev sequences", S);
     for (int64_t s0 = 0; s0 < S; s0 += B) {
       const int64_t b = std::min(B, S - s0);
       gather_masked(dev_labels.data() + s0 * N, b * N, positions, targets);
       model.encode(dev_inputs.data() + s0 * N, b);
       const auto r = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), false);
       loss += r.loss_sum, correct += r.correct, count += int64_t(positions.size());
+      progress.update(s0 + b);
     }
     const double mean = count ? loss / double(count) : 0.0;
     nlohmann::json m{{"dev_loss", mean}, {"dev_ppl", std::exp(mean)},
                      {"dev_acc", count ? double(correct) / double(count) : 0.0},
-                     {"dev_masked_tokens", count}};
+                     {"dev_masked_tokens", count}, {"dev_count", S}, {"dev_total", dev_total}};
     if (opt.nsp) {
       // Whether B follows A, on the unmasked dev pairs, as a finetuned model would read them.
-      m["dev_nsp_acc"] = nsp_batch.accuracy(model, dev_pairs);
+      m["dev_nsp_acc"] = nsp_batch.accuracy(model, dev_pairs, "dev pairs");
       m["dev_nsp_pairs"] = dev_pairs.size();
+      m["dev_nsp_total"] = dev_pairs_total;
       m["train_nsp_loss"] = nsp_total.count ? nsp_total.loss_sum / double(nsp_total.count) : 0.0;
       m["train_nsp_acc"] = nsp_total.count ? double(nsp_total.correct) / double(nsp_total.count) : 0.0;
     }
@@ -458,9 +494,10 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     if (opt.nsp)
       std::snprintf(nsp, sizeof nsp, "  next sentence: train acc %.2f%%, dev acc %.2f%%",
                     100 * m["train_nsp_acc"].get<double>(), 100 * m["dev_nsp_acc"].get<double>());
-    std::fprintf(stderr, "epoch %d/%d  train loss %.4f  dev perplexity %.2f  dev masked-token acc %.2f%%%s  (%s)\n",
-                 m["epoch"].get<int>(), opt.epochs, m["train_loss"].get<double>(), m["dev_ppl"].get<double>(),
-                 100 * m["dev_acc"].get<double>(), nsp, format_duration(m["seconds"].get<double>()).c_str());
+    std::fprintf(stderr, "epoch %d/%d  train loss %.4f  dev%s perplexity %.2f  masked-token acc %.2f%%%s  (%s)\n",
+                 m["epoch"].get<int>(), opt.epochs, m["train_loss"].get<double>(), subset_note(m, "dev").c_str(),
+                 m["dev_ppl"].get<double>(), 100 * m["dev_acc"].get<double>(), nsp,
+                 format_duration(m["seconds"].get<double>()).c_str());
   };
   return run(model, tok, opt, files, start, job);
 }
@@ -474,6 +511,12 @@ TrainResult finetune(const LmOptions& options, bool resume) {
   if (!(opt.mlm_weight >= 0 && std::isfinite(opt.mlm_weight)))
     fail("invalid --mlm-weight ", opt.mlm_weight, ": expected a weight >= 0 (0: off)");
   check_shared_options(opt);
+  // The pretrained model is read before the run folder is made: a wrong --init leaves nothing.
+  TextCheckpoint pre;
+  if (!resume) {
+    if (opt.init.empty()) fail("finetune needs --init, the pretrained checkpoint");
+    pre = load_text_checkpoint(opt.init);
+  }
   make_folder(opt.out_dir);
   const RunFiles files(opt.out_dir);
   TextCheckpoint ck;
@@ -481,8 +524,6 @@ TrainResult finetune(const LmOptions& options, bool resume) {
   if (resume) {
     start = resume_from(files, opt, ck);
   } else {
-    if (opt.init.empty()) fail("finetune needs --init, the pretrained checkpoint");
-    TextCheckpoint pre = load_text_checkpoint(opt.init);
     ck.config = pre.config;
     const text::Task task = text::parse_task(opt.task);
     ck.config.num_classes = text::num_classes(task);
@@ -530,13 +571,17 @@ TrainResult finetune(const LmOptions& options, bool resume) {
       text::training_examples(task, verses, tok, N, opt.seed, start.epoch, opt.train_limit);
   auto dev_set = text::build_task(task, verses, tok, text::Split::dev, N, opt.seed);
   auto test_set = text::build_task(task, verses, tok, text::Split::test, N, opt.seed);
-  std::fprintf(stderr, "gmlp: task %s: %zu train, %zu dev, %zu test examples%s\n", opt.task.c_str(),
-               train_set.size(), dev_set.size(), test_set.size(),
+  const int64_t dev_total = limit_split(dev_set, opt, "dev examples");
+  const int64_t test_total = limit_split(test_set, opt, "test examples");
+  const std::string dev_n = subset_label(int64_t(dev_set.size()), dev_total),
+                    test_n = subset_label(int64_t(test_set.size()), test_total);
+  std::fprintf(stderr, "gmlp: task %s: %s train, %s dev, %s test examples%s\n", opt.task.c_str(),
+               thousands(int64_t(train_set.size())).c_str(), (dev_n.empty() ? thousands(dev_total) : dev_n).c_str(),
+               (test_n.empty() ? thousands(test_total) : test_n).c_str(),
                text::is_pair(task) ? " (training negatives drawn afresh each epoch)" : "");
-  for (auto* set : {&dev_set, &test_set})
-    if (opt.eval_limit > 0 && int64_t(set->size()) > opt.eval_limit) set->resize(size_t(opt.eval_limit));
   HeadBatch batch;
   Job job;
+  job.metadata = {{"task", opt.task}, {"classes", nlohmann::json(text::class_names(task)).dump()}};
   job.items = int64_t(train_set.size());
   job.unit = "example";
   // With --mlm-weight: the masked copy of the batch, its masked positions and labels, and the
@@ -574,8 +619,11 @@ TrainResult finetune(const LmOptions& options, bool resume) {
     return r;
   };
   job.evaluate = [&] {
-    nlohmann::json m{{"task", opt.task}, {"dev_acc", batch.accuracy(model, dev_set)},
-                     {"test_acc", batch.accuracy(model, test_set)}};
+    nlohmann::json m{{"task", opt.task},
+                     {"dev_acc", batch.accuracy(model, dev_set, "dev examples")},
+                     {"dev_count", dev_set.size()}, {"dev_total", dev_total},
+                     {"test_acc", batch.accuracy(model, test_set, "test examples")},
+                     {"test_count", test_set.size()}, {"test_total", test_total}};
     if (opt.mlm_weight > 0 && mlm_total.count > 0) {
       m["train_mlm_loss"] = mlm_total.loss_sum / double(mlm_total.count);
       m["train_mlm_acc"] = double(mlm_total.correct) / double(mlm_total.count);
@@ -586,10 +634,11 @@ TrainResult finetune(const LmOptions& options, bool resume) {
     char mlm[64] = "";
     if (m.contains("train_mlm_acc"))
       std::snprintf(mlm, sizeof mlm, "  masked tokens: train acc %.2f%%", 100 * m["train_mlm_acc"].get<double>());
-    std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  dev acc %.2f%%  test acc %.2f%%%s  (%s)\n",
+    std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  dev%s acc %.2f%%  test%s acc %.2f%%%s  (%s)\n",
                  m["epoch"].get<int>(), opt.epochs, m["train_loss"].get<double>(),
-                 100 * m["train_acc"].get<double>(), 100 * m["dev_acc"].get<double>(),
-                 100 * m["test_acc"].get<double>(), mlm, format_duration(m["seconds"].get<double>()).c_str());
+                 100 * m["train_acc"].get<double>(), subset_note(m, "dev").c_str(), 100 * m["dev_acc"].get<double>(),
+                 subset_note(m, "test").c_str(), 100 * m["test_acc"].get<double>(), mlm,
+                 format_duration(m["seconds"].get<double>()).c_str());
   };
   return run(model, tok, opt, files, start, job);
 }

@@ -52,7 +52,8 @@ struct LmOptions {
   int train_limit = 0;           // pretrain: the first N training sequences; finetune: a random
                                  // N examples, fixed by the seed (0: all)
   int seq_len = 0;               // finetune: a shorter length than pretraining's (0: the same)
-  int eval_limit = 0;            // evaluate on the first N dev/test sequences/examples (0: all)
+  int eval_limit = 0;            // evaluate on N dev/test sequences, pairs or examples drawn by
+                                 // the seed (eval_subset.h), the same every epoch (0: all)
   std::string precision = "f32";
   std::string segments = "auto";  // finetune: segment embeddings on, off, or auto (on for pairs)
   bool nsp = false;              // pretrain: BERT's next-sentence objective beside the masked tokens

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "train/eval_subset.h"
+
 namespace gmlp {
 
 std::string format_duration(double seconds) {
@@ -19,12 +21,13 @@ std::string format_duration(double seconds) {
 }
 
 Progress::Progress(int64_t total_steps, int64_t log_every)
-    : total_(total_steps), every_(log_every > 0 ? log_every : 1), tty_(isatty(fileno(stderr))), start_(std::chrono::steady_clock::now()),
+    : total_(total_steps), every_(log_every), tty_(isatty(fileno(stderr))), start_(std::chrono::steady_clock::now()),
       last_(start_ - std::chrono::seconds(1)) {}
 
 void Progress::update(int64_t done, const char* line) {
+  if (!tty_ && every_ <= 0) return;
   const auto now = std::chrono::steady_clock::now();
-  const int64_t mark = done / every_;
+  const int64_t mark = tty_ ? 0 : done / every_;
   if (tty_ ? now - last_ < std::chrono::milliseconds(250) : mark == last_mark_) return;
   last_ = now;
   last_mark_ = mark;
@@ -44,6 +47,24 @@ void Progress::update(int64_t done, const char* line) {
 void Progress::finish() {
   if (tty_ && dirty_) std::fputc('\n', stderr);
   dirty_ = false;
+}
+
+void Progress::clear() {
+  if (tty_ && dirty_) std::fputs("\r\033[K", stderr), std::fflush(stderr);
+  dirty_ = false;
+}
+
+EvalProgress::EvalProgress(std::string what, int64_t total)
+    : progress_(total, 0), what_(std::move(what)), total_(total) {}
+
+void EvalProgress::update(int64_t done, int64_t correct) {
+  std::string line = "evaluating " + what_ + "  " + thousands(done) + "/" + thousands(total_);
+  if (correct >= 0 && done > 0) {
+    char acc[32];
+    std::snprintf(acc, sizeof acc, "  acc %.2f%%", 100.0 * double(correct) / double(done));
+    line += acc;
+  }
+  progress_.update(done, line.c_str());
 }
 
 }  // namespace gmlp

@@ -21,6 +21,26 @@ uint64_t epoch_seed(uint64_t seed, int epoch) {
   return seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull * uint64_t(epoch + 1);
 }
 
+std::string training_summary(const nlohmann::json& options, const std::vector<nlohmann::json>& metrics) {
+  // "test_acc", and the moving average's "test_acc_ema".
+  auto ends = [](const std::string& key, const std::string& end) { return key.ends_with(end) || key.ends_with(end + "_ema"); };
+  auto figure = [&](const std::string& key) {
+    for (const char* end : {"_acc", "_loss", "_ppl", "_count", "_total", "_pairs", "_tokens"})
+      if (ends(key, end)) return true;
+    return key == "task";
+  };
+  nlohmann::json last = nlohmann::json::object(), best = nlohmann::json::object();
+  for (const nlohmann::json& row : metrics)
+    for (auto it = row.begin(); it != row.end(); ++it)
+      if (ends(it.key(), "_acc") && it->is_number() &&
+          (!best.contains(it.key()) || it->get<double>() > best[it.key()].get<double>()))
+        best[it.key()] = *it;
+  if (!metrics.empty())
+    for (auto it = metrics.back().begin(); it != metrics.back().end(); ++it)
+      if (figure(it.key())) last[it.key()] = *it;
+  return nlohmann::json{{"epochs", metrics.size()}, {"options", options}, {"last", last}, {"best", best}}.dump();
+}
+
 void save_run_state(const RunFiles& files, AdamW<float>& opt, const RunState& s,
                     const std::vector<nlohmann::json>& metrics) {
   const int64_t P = int64_t(opt.m().size());

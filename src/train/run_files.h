@@ -41,6 +41,13 @@ void save_run_state(const RunFiles& files, AdamW<float>& opt, const RunState& st
 RunState read_run_state(const RunFiles& files, std::vector<nlohmann::json>* metrics);
 void restore_moments(const RunFiles& files, const RunState& state, AdamW<float>& opt);
 
+// What a checkpoint records of its run, as its metadata "training" (gmlp info prints it): JSON
+// {"epochs": the epochs done, "options": the run's options, "last": the last epoch's figures,
+// "best": each accuracy's best over the epochs}. The figures are accuracies, losses,
+// perplexities and counts, no timings, so a resumed run's checkpoint equals an uninterrupted
+// one's byte for byte.
+std::string training_summary(const nlohmann::json& options, const std::vector<nlohmann::json>& metrics);
+
 // The rows of a metrics.jsonl, one JSON object with an "epoch" per line (blank lines skipped).
 // Throws a one-line gmlp::Error naming the file and the line that is not one.
 std::vector<nlohmann::json> read_metrics(const std::string& path);

@@ -18,6 +18,7 @@
 #include "ops/cross_entropy.h"
 #include "ops/soft_cross_entropy.h"
 #include "train/checkpoint.h"
+#include "train/eval_subset.h"
 #include "train/evaluate.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
@@ -33,7 +34,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainOptions, data_dir, epochs, 
                                                 label_smoothing, crop_padding, hflip,
                                                 mixup_alpha, cutmix_alpha, mix_prob, switch_prob,
                                                 erase_prob, ema_decay, seed, train_limit,
-                                                precision)
+                                                eval_limit, preset, precision)
 
 nlohmann::json TrainOptions::to_json() const { return *this; }
 
@@ -49,7 +50,8 @@ void save_run(const RunFiles& files, const Model<float>& model, const Model<floa
   // its state, which resume detects by the epoch marks.
   save_run_state(files, opt, RunState{epoch, step, opt.steps(), options.to_json(), {}, {}}, metrics);
   const std::map<std::string, std::string> marks = {{"epoch", std::to_string(epoch)},
-                                                    {"step", std::to_string(step)}};
+                                                    {"step", std::to_string(step)},
+                                                    {"training", training_summary(options.to_json(), metrics)}};
   if (ema) save_checkpoint(files.ema, *ema, norm, classes, marks);
   save_checkpoint(files.checkpoint, model, norm, classes, marks);
 }
@@ -71,6 +73,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
   TrainOptions opt = options_in;
   if (!(opt.ema_decay >= 0 && opt.ema_decay < 1))  // before the run folder exists
     fail("invalid --ema ", opt.ema_decay, ": the decay must be in [0, 1) (0: off)");
+  if (opt.eval_limit < 0) fail("invalid --eval-limit ", opt.eval_limit, ": expected a count >= 1 (0: all)");
   const RunFiles files(opt.out_dir);
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
@@ -84,6 +87,9 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
   RunState state;
   if (resume) {
     state = read_run_state(files, &metrics);
+    if (state.options.contains("vocab_size"))  // LmOptions: a text run
+      fail("'", opt.out_dir, "' is a text run, not an image classifier's: resume it with gmlp ",
+           state.options.value("task", "").empty() ? "pretrain" : "finetune", " --resume");
     const int epochs_wanted = opt.epochs;
     try {
       opt = TrainOptions::from_json(state.options);
@@ -158,9 +164,16 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
          " or --random-erase ", opt.erase_prob, ": each must be in [0, 1]");
   const double flops_per_step = 3.0 * model->flops_per_image() * B;  // forward + 2× backward
 
-  std::fprintf(stderr, "gmlp: %s %d params, %.1f MFLOP/image, %d train / %d test images, batch %d, %ld steps/epoch, %s\n",
+  // The test images every epoch evaluates: all, or --eval-limit of them drawn by the seed.
+  const std::vector<int64_t> test_items = eval_subset(test_set.count, opt.eval_limit, opt.seed);
+  const int64_t n_test = int64_t(test_items.size());
+  const std::string subset = subset_label(n_test, test_set.count);
+  const std::string whole = eval_limit_note(opt.eval_limit, test_set.count, "test images");
+  if (!whole.empty()) std::fprintf(stderr, "gmlp: %s\n", whole.c_str());
+  std::fprintf(stderr, "gmlp: %s %d params, %.1f MFLOP/image, %s train / %s test images, batch %d, %ld steps/epoch, %s\n",
                resume ? "resuming" : "training", int(model->num_params()),
-               model->flops_per_image() / 1e6, n_train, test_set.count, B, long(steps_per_epoch),
+               model->flops_per_image() / 1e6, thousands(n_train).c_str(),
+               (subset.empty() ? thousands(n_test) : subset).c_str(), B, long(steps_per_epoch),
                precision_name(precision));
   Progress progress(total_steps, std::max<int64_t>(1, steps_per_epoch / 10));
   progress.set_offset(step);
@@ -228,8 +241,9 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
       progress.update(step + 1, line);
     }
     progress.finish();
-    const EvalResult ev = evaluate(*model, test_set, norm);
-    const EvalResult ev_ema = ema ? evaluate(*ema, test_set, norm) : EvalResult{};
+    const EvalResult ev = evaluate(*model, test_set, norm, {.items = &test_items, .progress = "test"});
+    const EvalResult ev_ema =
+        ema ? evaluate(*ema, test_set, norm, {.items = &test_items, .progress = "test, moving average"}) : EvalResult{};
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_epoch).count();
     nlohmann::json m = {{"epoch", epoch + 1},
@@ -238,6 +252,8 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
                         {"train_acc", seen ? double(correct) / double(seen) : 0.0},
                         {"test_loss", ev.loss},
                         {"test_acc", ev.accuracy},
+                        {"test_count", ev.count},
+                        {"test_total", ev.total},
                         {"lr", lr},
                         {"images_per_s", train_seconds > 0 ? double(seen) / train_seconds : 0.0},
                         {"gflops_per_s", train_seconds > 0 ? flops_per_step * double(steps_per_epoch) / train_seconds / 1e9 : 0.0},
@@ -254,10 +270,10 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
     metrics.push_back(m);
     result.best_test_acc = std::max(result.best_test_acc, ev.accuracy);
     result.final_test_acc = ev.accuracy;
-    std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%%s  (%.0f img/s, %s)\n",
+    std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  test%s loss %.4f acc %.2f%%%s  (%.0f img/s, %s)\n",
                  epoch + 1, opt.epochs, m["train_loss"].get<double>(), 100 * m["train_acc"].get<double>(),
-                 ev.loss, 100 * ev.accuracy, ema_line.c_str(), m["images_per_s"].get<double>(),
-                 format_duration(seconds).c_str());
+                 subset.empty() ? "" : (" (" + subset + ")").c_str(), ev.loss, 100 * ev.accuracy,
+                 ema_line.c_str(), m["images_per_s"].get<double>(), format_duration(seconds).c_str());
     save_run(files, *model, ema.get(), adamw, norm, train_set.class_names, opt, epoch + 1, step, metrics);
     ++result.epochs_run;
   }

@@ -42,6 +42,9 @@ struct TrainOptions {
                                  // (0: off) [--model-ema 0.99996, for 300 epochs at batch 1024]
   uint64_t seed = 0;
   int train_limit = 0;           // use only the first N training images (0: all)
+  int eval_limit = 0;            // evaluate on N test images drawn by the seed (eval_subset.h),
+                                 // the same every epoch (0: all)
+  std::string preset;            // the preset the run started from, for the record (gmlp info)
   std::string precision = "f32"; // matrix products: f32, or bf16 with fp32 accumulation and master weights
 
   nlohmann::json to_json() const;
