@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of the gmlp binary on real Fashion-MNIST: exit codes and one-line errors for
 # bad input, a short training run whose loss falls, resume after a stop gives the same weights as
-# an uninterrupted run, eval/predict/info/bench on the result.
+# an uninterrupted run, evaluation on a random subset (--eval-limit), eval/predict/info/bench/viz
+# on the result, and the text commands.
 #   tests/cli_test.sh path/to/gmlp workdir
 set -uo pipefail
 GMLP=$1
@@ -81,6 +82,52 @@ fi
 [ "$(wc -l <"$WORK/split/metrics.jsonl")" -eq 3 ] && ok "resumed metrics.jsonl has 3 epochs" || bad "resumed metrics.jsonl"
 ls "$WORK/full"/*.tmp* >/dev/null 2>&1 && bad "temporary files left behind" || ok "no temporary files left behind"
 
+# --- --eval-limit: N test images drawn by --seed, the same every epoch, kept by --resume, and the
+# same N that eval --eval-limit N --seed S reads ---------------------------------------------------
+expect_error "train --eval-limit 0 is a usage error" 2 "--eval-limit: expected a whole number >= 1, found '0'" -- \
+  "$GMLP" train --preset fmnist-ti --eval-limit 0 --out "$WORK/el0"
+[ ! -e "$WORK/el0" ] && ok "a bad --eval-limit creates no run folder" || bad "a bad --eval-limit created $WORK/el0"
+expect_error "compare --eval-limit -5 is a usage error" 2 "--eval-limit: expected a whole number >= 1, found '-5'" -- \
+  "$GMLP" compare fmnist-ti --eval-limit -5 --out "$WORK/el0"
+expect_error "pretrain --eval-limit 0 is a usage error" 2 "--eval-limit: expected a whole number >= 1" -- \
+  "$GMLP" pretrain --eval-limit 0 --out "$WORK/el0"
+expect_error "eval --eval-limit with --logits is a usage error" 2 "excludes" -- \
+  "$GMLP" eval --checkpoint "$WORK/full/checkpoint.safetensors" --eval-limit 10 --logits "$WORK/el.npy"
+el() { "$GMLP" train --preset fmnist-ti --train-limit 500 --batch-size 100 --seed 11 --threads 2 --eval-limit 500 "$@"; }
+ELCK="$WORK/el/checkpoint.safetensors"
+if el --epochs 1 --out "$WORK/el" >/dev/null 2>"$WORK/el.log" &&
+   grep -q "^gmlp: training .*, 500 train / 500 of 10,000 test images," "$WORK/el.log" &&
+   grep -q "^epoch 1/1  train loss .*  test (500 of 10,000) loss [0-9.]* acc [0-9.]*%" "$WORK/el.log" &&
+   "$GMLP" train --resume "$WORK/el" --epochs 2 --threads 2 >/dev/null 2>"$WORK/el2.log" &&
+   grep -q "^epoch 2/2  .*  test (500 of 10,000) loss" "$WORK/el2.log" &&
+   "$GMLP" eval --checkpoint "$ELCK" --eval-limit 500 --seed 11 --json >"$WORK/el_same.json" 2>"$WORK/el_eval.err" &&
+   "$GMLP" eval --checkpoint "$ELCK" --eval-limit 500 --seed 12 --json >"$WORK/el_other.json" &&
+   "$GMLP" eval --checkpoint "$ELCK" --limit 500 --json >"$WORK/el_first.json" &&
+   python3 - "$WORK" <<'PY'
+import json, sys
+from safetensors import safe_open
+w = sys.argv[1]
+rows = [json.loads(l) for l in open(f"{w}/el/metrics.jsonl")]
+assert len(rows) == 2 and all(r["test_count"] == 500 and r["test_total"] == 10000 for r in rows), rows
+with safe_open(f"{w}/el/train_state.safetensors", "np") as f:
+    assert json.loads(f.metadata()["options"])["eval_limit"] == 500  # in the run's config
+same, other, first = (json.load(open(f"{w}/el_{n}.json")) for n in ("same", "other", "first"))
+assert same["count"] == 500 and same["total"] == 10000, same
+# eval draws the subset train drew: the same loss and accuracy, to the printed digits
+assert abs(same["loss"] - rows[-1]["test_loss"]) < 1e-5 and abs(same["accuracy"] - rows[-1]["test_acc"]) < 1e-9, (same, rows[-1])
+# another seed, or the first 500 images, are other images
+assert abs(other["loss"] - same["loss"]) > 1e-4 and abs(first["loss"] - same["loss"]) > 1e-4, (same, other, first)
+PY
+then ok "train --eval-limit: 500 random test images, the same every epoch and after --resume, the ones eval --eval-limit --seed reads"
+else bad "train --eval-limit: $(tail -2 "$WORK/el.log" "$WORK/el2.log" 2>/dev/null)"; fi
+[ ! -s "$WORK/el_eval.err" ] && ok "eval writes no progress lines when stderr is a file" || bad "eval's stderr: $(head -c 300 "$WORK/el_eval.err")"
+# On a terminal, a progress line while evaluating, erased before the result.
+if script -qec "$(printf '%q ' "$GMLP" eval --checkpoint "$ELCK" --limit 3000 --batch-size 100 --threads 2)" /dev/null \
+     >"$WORK/el_tty.log" 2>&1 &&
+   tr '\r' '\n' <"$WORK/el_tty.log" | grep -q "evaluating test  [0-9,]*/3,000  acc [0-9.]*%  eta" &&
+   tr '\r' '\n' <"$WORK/el_tty.log" | grep -q "^.*checkpoint.safetensors test: accuracy [0-9.]*% (3,000 of 10,000 images)"
+then ok "eval on a terminal shows its progress"; else bad "eval's progress line: $(head -c 400 "$WORK/el_tty.log" | tr '\r\033' '|~')"; fi
+
 # --- eval, predict, info, bench on the result ---------------------------------------------------
 CK="$WORK/full/checkpoint.safetensors"
 if "$GMLP" eval --checkpoint "$CK" --limit 100 --logits "$WORK/logits.npy" --json >"$WORK/eval.json"; then
@@ -154,6 +201,24 @@ for p in (infer, infer1):  # inference runs forward ops only, the gate among the
     assert 'fwd.sgu' in p and not any(k.startswith('bwd.') or k == 'optimizer' for k in p), p
     assert sum(p.values()) > 0" && ok "bench --json --profile" || bad "bench --json --profile"
 
+# info on a checkpoint: its classes on one wrapped line, and what its run recorded.
+if "$GMLP" info --checkpoint "$CK" >"$WORK/info.txt" &&
+   grep -q "^classes          10: T-shirt/top, Trouser, Pullover, Dress, Coat, Sandal, Shirt, Sneaker, Bag,$" "$WORK/info.txt" &&
+   grep -q "^                 Ankle boot$" "$WORK/info.txt" &&
+   grep -q "^trained          3 epochs of preset fmnist-ti on /usr/share/datasets/fashion-mnist (its first 3,000 train images)$" "$WORK/info.txt" &&
+   grep -qE "^last epoch       train acc [0-9.]+ %, test acc [0-9.]+ %" "$WORK/info.txt" &&
+   grep -qE "moving-average test acc [0-9.]+ %" "$WORK/info.txt" &&
+   grep -q "^options          batch_size=100, " "$WORK/info.txt" && grep -q " seed=7, " "$WORK/info.txt"
+then ok "info --checkpoint prints the classes and the run's record"; else bad "info --checkpoint: $(cat "$WORK/info.txt")"; fi
+"$GMLP" info --checkpoint "$CK" --json | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+assert j["classes"][0] == "T-shirt/top" and len(j["classes"]) == 10, j
+t = j["training"]
+assert t["epochs"] == 3 and t["options"]["preset"] == "fmnist-ti" and 0.5 < t["last"]["test_acc"] <= 1, t
+assert t["best"]["test_acc"] >= t["last"]["test_acc"] and "seconds" not in t["last"], t' &&
+  ok "info --checkpoint --json has the classes and the run's record" || bad "info --checkpoint --json"
+
 # --- an image folder ({dir}/{split}/{class}/*.png): four Fashion-MNIST classes written as PNG ---
 if python3 - "$WORK/folder" <<'PY'
 import gzip, os, struct, sys, zlib
@@ -179,6 +244,10 @@ then
        --threads 2 --out "$WORK/folder_run" 2>>"$WORK/train.log" >/dev/null &&
      "$GMLP" eval --checkpoint "$WORK/folder_run/checkpoint.safetensors" --data-dir "$WORK/folder" --json \
        >"$WORK/folder_eval.json" &&
+     "$GMLP" eval --checkpoint "$WORK/folder_run/checkpoint.safetensors" --data-dir "$WORK/folder" --json \
+       --eval-limit 100000 >"$WORK/folder_eval_all.json" 2>"$WORK/folder_eval_all.err" &&
+     grep -q "^gmlp: --eval-limit 100000 is at least the split's [0-9,]* test images: evaluating on all of them$" \
+       "$WORK/folder_eval_all.err" &&
      "$GMLP" info --checkpoint "$WORK/folder_run/checkpoint.safetensors" --json >"$WORK/folder_info.json" &&
      python3 - "$WORK" <<'PY'
 import glob, json, sys
@@ -189,6 +258,9 @@ assert info["config"]["num_classes"] == 4 and info["config"]["img_size"] == 32, 
 assert ev["count"] == len(glob.glob(f"{w}/folder/test/*/*.png")), ev
 assert metrics[-1]["test_acc"] > 0.7, metrics[-1]  # four classes: chance is 0.25
 assert abs(ev["accuracy"] - metrics[-1]["test_acc"]) < 1e-6, (ev, metrics[-1])  # eval reads it as train did
+assert json.load(open(f"{w}/folder_eval_all.json")) | {"seconds": 0} == ev | {"seconds": 0}  # a limit over the split: all of it
+assert info["classes"] == ["Ankle boot", "Bag", "T-shirt-top", "Trouser"], info.get("classes")
+assert info["training"]["epochs"] == 3 and info["training"]["options"]["data_dir"].endswith("/folder"), info["training"]
 PY
   then ok "train and eval on an image folder (4 classes, resized to 32 x 32)"; else bad "image folder training"; fi
   "$GMLP" predict --checkpoint "$WORK/folder_run/checkpoint.safetensors" "$(ls "$WORK"/folder/test/Trouser/*.png | head -1)" \
@@ -249,7 +321,7 @@ expect_error "config that is not JSON" 1 "failed to read config '.*badconfig.jso
 
 # --- compare: two models, one budget, DeiT's regularisation and the moving average on -----------
 if "$GMLP" compare fmnist-ti fmnist-ti:gate=additive --epochs 1 --train-limit 500 --batch-size 100 \
-     --mixup 0.8 --cutmix 1 --random-erase 0.25 --drop-path 0.1 --ema 0.9 --threads 2 --out "$WORK/cmp" \
+     --mixup 0.8 --cutmix 1 --random-erase 0.25 --drop-path 0.1 --ema 0.9 --eval-limit 2000 --threads 2 --out "$WORK/cmp" \
      >"$WORK/cmp.out" 2>>"$WORK/train.log" && python3 - "$WORK/cmp" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -258,8 +330,10 @@ assert [r["label"] for r in rows] == ["fmnist-ti", "fmnist-ti:gate=additive"], r
 assert rows[1]["params"] > rows[0]["params"]  # the additive gate keeps all F channels
 assert all(0.1 < r["final_test_acc"] <= 1 and r["epochs"] == 1 for r in rows), rows
 assert all(0 < r["final_test_acc_ema"] <= 1 for r in rows), rows
+assert all(r["test_count"] == 2000 and r["test_total"] == 10000 for r in rows), rows
 md = open(f"{d}/compare.md").read()
 assert md.count("| fmnist-ti") == 2 and "final test acc, EMA |" in md and "decay 0.9 " in md, md
+assert "Test accuracy on 2,000 of 10,000 test images" in md, md
 for name in ("accuracy.png", "train_test.png"):
     assert open(f"{d}/{name}", "rb").read(8) == b"\x89PNG\r\n\x1a\n", name
 PY
@@ -316,13 +390,31 @@ expect_error "pretrain --nsp on a text file" 1 "needs the KJV.*split line by lin
 out=$("$GMLP" fill-mask --checkpoint "$LMCK" --top 3 "And God said, Let there be [MASK]: and there was [MASK].")
 [ "$(echo "$out" | grep -cE '^\[MASK\] [12]: .+ [0-9.]+, .+ [0-9.]+, .+ [0-9.]+$')" -eq 2 ] && ok "fill-mask prints the top 3 for each [MASK]" || bad "fill-mask: $out"
 expect_error "fill-mask without a mask" 1 "no \[MASK\]" -- "$GMLP" fill-mask --checkpoint "$LMCK" "no mask here"
-expect_error "fill-mask on an image checkpoint" 1 "metadata 'tokenizer' is missing" -- "$GMLP" fill-mask --checkpoint "$CK" "a [MASK]"
+# A checkpoint of the other kind: one line naming the file, what it is and the commands it is for.
+expect_error "fill-mask on an image checkpoint" 1 \
+  "'$CK' is an image classifier checkpoint \(gmlp train\), not a text model \(of gmlp pretrain or finetune\): use it with gmlp predict, eval or viz" -- \
+  "$GMLP" fill-mask --checkpoint "$CK" "a [MASK]"
+expect_error "finetune --init an image checkpoint" 1 "'$CK' is an image classifier checkpoint" -- \
+  "$GMLP" finetune --init "$CK" --task ot-nt --out "$WORK/ftimg"
+[ ! -e "$WORK/ftimg" ] && ok "finetune --init of an image checkpoint creates no run folder" || bad "finetune --init of an image checkpoint created $WORK/ftimg"
+for cmd in "predict --checkpoint $LMCK $WORK/boot.png" "eval --checkpoint $LMCK" "viz --checkpoint $LMCK --out $WORK/vizx" \
+           "bench --checkpoint $LMCK"; do
+  # shellcheck disable=SC2086
+  expect_error "${cmd%% *} on a text checkpoint" 1 \
+    "'$LMCK' is a text checkpoint \(a masked-language model from gmlp pretrain\), not an image classifier .*: use it with gmlp fill-mask, or as gmlp finetune --init" -- \
+    "$GMLP" $cmd
+done
+expect_error "train --resume of a text run" 1 "'$WORK/lm_full' is a text run, not an image classifier's: resume it with gmlp pretrain --resume" -- \
+  "$GMLP" train --resume "$WORK/lm_full"
+expect_error "pretrain --resume of an image run" 1 "'$WORK/full' is an image classifier's run, not a text run: resume it with gmlp train --resume" -- \
+  "$GMLP" pretrain --resume "$WORK/full"
 if "$GMLP" finetune --init "$LMCK" --task next-verse --epochs 1 --train-limit 64 --eval-limit 64 --batch-size 8 \
      --threads 2 --out "$WORK/ft" >/dev/null 2>>"$WORK/lm.log" && python3 - "$WORK/ft" <<'PY'
 import json, sys
 from safetensors import safe_open
 r = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")][-1]
 assert r["task"] == "next-verse" and 0 <= r["dev_acc"] <= 1 and 0 <= r["test_acc"] <= 1, r
+assert r["dev_count"] == 64 < r["dev_total"] and r["test_count"] == 64 < r["test_total"], r  # --eval-limit 64
 with safe_open(sys.argv[1] + "/checkpoint.safetensors", "np") as f:  # a pair task: segments on
     assert json.loads(f.metadata()["config"])["segments"] and "segment_embed.weight" in f.keys()
 PY
@@ -342,7 +434,13 @@ echo "$out" | python3 -c '
 import json, sys
 j = json.load(sys.stdin)
 assert j["config"]["model"] == "gmlp" and j["config"]["num_classes"] == 2 and j["tokens"] == 32, j
-assert j["params"] > 0 and j["flops_per_sequence"] > 0, j' && ok "info reads a text checkpoint" || bad "info on a text checkpoint: $out"
+assert j["params"] > 0 and j["flops_per_sequence"] > 0, j
+assert j["task"] == "next-verse" and j["classes"] == ["not next", "next"] and j["training"]["epochs"] == 1, j' &&
+  ok "info reads a text checkpoint, its task and classes" || bad "info on a text checkpoint: $out"
+out=$("$GMLP" info --checkpoint "$WORK/ft/checkpoint.safetensors")
+echo "$out" | grep -q "^task             next-verse$" && echo "$out" | grep -q "^classes          2: not next, next$" &&
+  echo "$out" | grep -qE "^last epoch       train acc [0-9.]+ %, dev acc [0-9.]+ % \(64 of [0-9,]+\), test acc [0-9.]+ % \(64 of [0-9,]+\)" &&
+  ok "info prints a finetuned checkpoint's task, classes and last epoch" || bad "info on a finetuned checkpoint: $out"
 [ "$("$GMLP" info --preset kjv-gmlp | grep -c '^params  *3706688$')" -eq 1 ] && ok "info --preset names a text preset's size" || bad "info --preset kjv-gmlp: $("$GMLP" info --preset kjv-gmlp 2>&1)"
 # At a shorter length, with a zero learning rate the weights stay as loaded: every tensor equals
 # the pretrained one, or its leading block where an axis was the pretraining length (32 → 16).

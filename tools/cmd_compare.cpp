@@ -4,7 +4,7 @@
 //                       (and the final accuracy of the weights' moving average, with --ema)
 //   DIR/compare.json    the same, for machines
 //   DIR/accuracy.png    test accuracy against epoch, every model in one plot
-//   DIR/train_test.png  train against test accuracy, one panel per model
+//   DIR/train_test.png  train against test accuracy, one panel per model, all on the same axes
 //   DIR/<label>/        each model's run folder (checkpoint, train state, metrics.jsonl)
 // A model is a preset, optionally with config overrides: "fmnist-gmlp:gate=additive". A killed
 // comparison resumes: finished runs are kept, an unfinished one continues from its checkpoint.
@@ -19,6 +19,7 @@
 #include "io/atomic_file.h"
 #include "nn/model.h"
 #include "train/checkpoint.h"
+#include "train/eval_subset.h"
 #include "viz/figures.h"
 
 namespace gmlp::cli {
@@ -60,6 +61,14 @@ std::string folder_name(std::string label) {
   return label;
 }
 
+// "2,000 of 10,000" when the runs evaluated a subset of the test images (--eval-limit), else "".
+std::string test_subset(const std::vector<Row>& rows) {
+  for (const Row& r : rows)
+    if (!r.metrics.empty())
+      return subset_label(r.metrics.back().value("test_count", int64_t{0}), r.metrics.back().value("test_total", int64_t{0}));
+  return "";
+}
+
 std::string markdown(const std::vector<Row>& rows, const TrainOptions& opt) {
   const bool ema = opt.ema_decay > 0;
   char line[512];
@@ -80,6 +89,8 @@ std::string markdown(const std::vector<Row>& rows, const TrainOptions& opt) {
                 opt.epochs, opt.batch_size, opt.lr, opt.weight_decay, opt.label_smoothing,
                 opt.mixup_alpha, opt.cutmix_alpha, opt.erase_prob, (unsigned long long)opt.seed);
   md += line;
+  if (const std::string subset = test_subset(rows); !subset.empty())
+    md += " Test accuracy on " + subset + " test images, drawn at random by the seed (--eval-limit).";
   if (ema)
     std::snprintf(line, sizeof line, " EMA: the weights' moving average, decay %g per step.", opt.ema_decay),
         md += line;
@@ -87,7 +98,8 @@ std::string markdown(const std::vector<Row>& rows, const TrainOptions& opt) {
 }
 
 void write_figures(const std::vector<Row>& rows, const std::string& dir) {
-  viz::Panel all{"test accuracy (%)", "epoch", {}};
+  const std::string subset = test_subset(rows);
+  viz::Panel all{subset.empty() ? "test accuracy (%)" : "test accuracy (%), " + subset + " images", "epoch", {}};
   std::vector<viz::Panel> each;
   for (size_t i = 0; i < rows.size(); ++i) {
     viz::Curve test{rows[i].label, {}, {}, viz::palette(int(i))};
@@ -102,7 +114,10 @@ void write_figures(const std::vector<Row>& rows, const std::string& dir) {
     each.push_back({rows[i].label + ": accuracy (%)", "epoch", {tr, te}});
   }
   viz::render_panels({all}, "gmlp compare").save_png((fs::path(dir) / "accuracy.png").string());
-  viz::render_panels(each, "train and test accuracy", 3).save_png((fs::path(dir) / "train_test.png").string());
+  // One quantity across models: the panels share their axes, so their heights compare.
+  viz::render_panels(each, subset.empty() ? "train and test accuracy" : "train and test accuracy (test: " + subset + " images)",
+                     3, true)
+      .save_png((fs::path(dir) / "train_test.png").string());
 }
 
 }  // namespace
@@ -116,7 +131,8 @@ void add_compare(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "compare", "Train several models under one budget; write a table and plots of the result");
+      "compare",
+      "Train several image models under one budget; write a table and plots of the result (run again to resume)");
   sub->add_option("models", args->models, "Presets to train, each optionally with overrides: fmnist-gmlp:gate=additive")
       ->required();
   add_train_flags(*sub, args->flags);
@@ -140,6 +156,7 @@ void add_compare(CLI::App& app) {
       flags.sets.insert(flags.sets.end(), sets.begin(), sets.end());
       auto [cfg, opt] = resolve_training(find_preset(preset), flags);
       opt.out_dir = (fs::path(args->out) / folder_name(entry)).string();
+      opt.preset = entry;
       jobs.push_back({entry, cfg, opt});
     }
     std::vector<Row> rows;
@@ -181,6 +198,10 @@ void add_compare(CLI::App& app) {
                      {"images_per_s", row.images_per_s}, {"best_test_acc", row.best},
                      {"final_test_acc", row.final}, {"epochs", row.epochs}});
         if (job.options.ema_decay > 0) j.back()["final_test_acc_ema"] = row.final_ema;
+        if (!row.metrics.empty()) {  // how many test images the accuracies are of
+          j.back()["test_count"] = row.metrics.back().value("test_count", int64_t{0});
+          j.back()["test_total"] = row.metrics.back().value("test_total", int64_t{0});
+        }
       }
       write_file_atomic((fs::path(args->out) / "compare.json").string(), j.dump(2) + "\n");
       write_figures(rows, args->out);

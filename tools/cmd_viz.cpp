@@ -13,14 +13,20 @@
 namespace gmlp::cli {
 void add_viz(CLI::App& app) {
   struct Args {
-    std::string checkpoint, out = ".";
+    std::string checkpoint, out = ".", color_scale = "tile";
     std::vector<std::string> metrics;
     std::vector<int> blocks;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("viz", "Draw a checkpoint's spatial weights and a run's training curves as PNG");
-  sub->add_option("--checkpoint", args->checkpoint, "Checkpoint: draws each chosen block's SGU spatial matrix W");
-  sub->add_option("--blocks", args->blocks, "Blocks to draw (default: first, middle, last)")->delimiter(',');
+  sub->add_option("--checkpoint", args->checkpoint,
+                  "An image checkpoint of a gmlp, amlp or resmlp model: draws each chosen block's "
+                  "spatial matrix W (spatial_block<N>.png)");
+  sub->add_option("--blocks", args->blocks, "Blocks to draw, e.g. 0,3 (default: first, middle, last)")->delimiter(',');
+  sub->add_option("--color-scale", args->color_scale,
+                  "Colours of the spatial weights: tile (each tile by its own largest |w|: shapes) or "
+                  "shared (one scale for the whole matrix: magnitudes)")
+      ->check(CLI::IsMember({"tile", "shared"}))->capture_default_str();
   sub->add_option("--metrics", args->metrics,
                   "Runs' metrics.jsonl: one draws its accuracy and loss against epoch (curves.png); several "
                   "draw their test accuracy, or dev loss when pretraining, on shared axes (runs.png)");
@@ -34,45 +40,49 @@ void add_viz(CLI::App& app) {
   sub->callback([args, metrics_of] {
     if (args->checkpoint.empty() && args->metrics.empty())
       throw CLI::ValidationError("viz", "give --checkpoint, --metrics, or both");
+    // Everything is read and checked before the first file is written.
+    Checkpoint ck;
+    std::string matrix;  // the learned token-mixing matrix: gMLP/aMLP's gate projection, ResMLP's linear_tokens
+    std::vector<int> blocks = args->blocks;
+    if (!args->checkpoint.empty()) {
+      ck = load_checkpoint(args->checkpoint);
+      const ModelConfig& cfg = ck.config;
+      if (cfg.model == "resmlp") matrix = ".linear_tokens.weight";
+      else if (cfg.model == "gmlp" || cfg.model == "amlp") matrix = ".mlp_channels.gate.proj.weight";
+      else
+        fail("checkpoint '", args->checkpoint, "' is a ", cfg.model,
+             ", which has no N×N spatial matrix to draw (gmlp, amlp and resmlp have one)");
+      if (blocks.empty()) blocks = {0, cfg.depth / 2, cfg.depth - 1};
+      blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+      for (int b : blocks)
+        if (b < 0 || b >= cfg.depth) fail("invalid block ", b, ": the checkpoint has blocks 0..", cfg.depth - 1);
+    }
+    // Each run is named by its folder: runs/lm/kjv-gmlp/metrics.jsonl is kjv-gmlp.
+    std::vector<std::pair<std::string, std::vector<nlohmann::json>>> runs;
+    for (const std::string& m : args->metrics) {
+      std::string name = std::filesystem::path(m).parent_path().filename().string();
+      runs.emplace_back(name.empty() ? m : name, metrics_of(m));
+    }
     std::error_code ec;
     std::filesystem::create_directories(args->out, ec);
     if (ec) fail("failed to create folder '", args->out, "': ", ec.message());
     auto out = [&](const std::string& name) { return (std::filesystem::path(args->out) / name).string(); };
-    if (!args->checkpoint.empty()) {
-      const Checkpoint ck = load_checkpoint(args->checkpoint);
+    for (int b : blocks) {
       const ModelConfig& cfg = ck.config;
-      // The learned token-mixing matrix: gMLP/aMLP's gate projection, ResMLP's linear_tokens.
-      std::string matrix = ".mlp_channels.gate.proj.weight";
-      if (cfg.model == "resmlp") matrix = ".linear_tokens.weight";
-      else if (cfg.model != "gmlp" && cfg.model != "amlp")
-        fail("checkpoint '", args->checkpoint, "' is a ", cfg.model,
-             ", which has no N×N spatial matrix to draw (gmlp, amlp and resmlp have one)");
-      std::vector<int> blocks = args->blocks;
-      if (blocks.empty()) blocks = {0, cfg.depth / 2, cfg.depth - 1};
-      blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
-      for (int b : blocks) {
-        if (b < 0 || b >= cfg.depth)
-          fail("invalid block ", b, ": the checkpoint has blocks 0..", cfg.depth - 1);
-        const ParamInfo& p = ck.model->param("blocks." + std::to_string(b) + matrix);
-        const std::string path = out("spatial_block" + std::to_string(b) + ".png");
-        viz::render_spatial_weights(ck.model->weights() + p.offset, cfg.grid(),
-                                    "block " + std::to_string(b) + ": rows of W on the " +
-                                        std::to_string(cfg.grid()) + "x" + std::to_string(cfg.grid()) + " patch grid")
-            .save_png(path);
-        std::printf("%s\n", path.c_str());
-      }
-    }
-    if (args->metrics.size() == 1) {
-      const std::string path = out("curves.png");
-      viz::render_training_curves(metrics_of(args->metrics[0]), args->metrics[0]).save_png(path);
+      const ParamInfo& p = ck.model->param("blocks." + std::to_string(b) + matrix);
+      const std::string path = out("spatial_block" + std::to_string(b) + ".png");
+      viz::render_spatial_weights(ck.model->weights() + p.offset, cfg.grid(),
+                                  "block " + std::to_string(b) + ": rows of W on the " +
+                                      std::to_string(cfg.grid()) + "x" + std::to_string(cfg.grid()) + " patch grid",
+                                  args->color_scale == "shared" ? viz::ColorScale::shared : viz::ColorScale::tile)
+          .save_png(path);
       std::printf("%s\n", path.c_str());
-    } else if (args->metrics.size() > 1) {
-      // Each run is named by its folder: runs/lm/kjv-gmlp/metrics.jsonl is kjv-gmlp.
-      std::vector<std::pair<std::string, std::vector<nlohmann::json>>> runs;
-      for (const std::string& m : args->metrics) {
-        std::string name = std::filesystem::path(m).parent_path().filename().string();
-        runs.emplace_back(name.empty() ? m : name, metrics_of(m));
-      }
+    }
+    if (runs.size() == 1) {
+      const std::string path = out("curves.png");
+      viz::render_training_curves(runs[0].second, args->metrics[0]).save_png(path);
+      std::printf("%s\n", path.c_str());
+    } else if (runs.size() > 1) {
       const std::string path = out("runs.png");
       viz::render_runs(runs, "runs").save_png(path);
       std::printf("%s\n", path.c_str());

@@ -11,10 +11,21 @@
 
 namespace gmlp::viz {
 
+// How the spatial-weight figure maps w to colour: each tile by its own largest |w| (shapes, as in
+// the paper's figure), or one scale for the whole matrix (magnitudes, comparable across tiles).
+enum class ColorScale { tile, shared };
+
 // Rows of one SGU spatial matrix W (N×N, N = grid²), each reshaped to the grid×grid patch grid
 // and tiled in grid order: tile (i, j) shows which input tokens output token i·grid + j mixes.
-// Each tile is scaled by its own largest |w|: the figure shows shapes, not magnitudes.
-Canvas render_spatial_weights(const float* W, int grid, const std::string& title);
+// A colour bar right of the tiles labels the diverging map's ends and 0: ±1 × a tile's largest
+// |w| (ColorScale::tile), or ±the matrix's largest |w| (shared); a caption gives W's range.
+Canvas render_spatial_weights(const float* W, int grid, const std::string& title,
+                              ColorScale scale = ColorScale::tile);
+
+// Round tick values covering [lo, hi]: steps of 1, 2 or 5 × 10^k, the smallest that gives at
+// most max_ticks (about five for the default), and whole numbers when `integer` (an axis of
+// epochs or counts: no tick at 1.5).
+std::vector<double> nice_ticks(double lo, double hi, bool integer, int max_ticks = 6);
 
 struct Curve {
   std::string name;
@@ -27,7 +38,11 @@ struct Panel {
 };
 
 // Panels in a grid of `columns` (0: one row), each with axes, ticks, a legend and its curves.
-Canvas render_panels(const std::vector<Panel>& panels, const std::string& title, int columns = 0);
+// An axis whose values are all whole numbers (epochs) ticks at whole numbers only. With
+// shared_axes every panel gets the same x and y ranges: for panels of one quantity across models,
+// so the eye can compare their heights.
+Canvas render_panels(const std::vector<Panel>& panels, const std::string& title, int columns = 0,
+                     bool shared_axes = false);
 
 // A qualitative colour for series i (ten distinct hues, then they repeat).
 Rgb palette(int i);
