@@ -12,8 +12,8 @@ Without --gmlp (a build without the command line) (b) and (c) are skipped, and i
     subcommand of `gmlp --help`, and every --option after it is in `gmlp SUBCOMMAND --help`.
 (c) docs/cli.md has a section `## gmlp SUBCOMMAND` for every subcommand, listing every option
     of its --help.
-(d) No tracked text file (git ls-files) carries work history: a work session or an issue
-    followed by its number, or notes on who ran what when (HISTORY below).
+(d) No tracked text file (git ls-files) carries work history: numbered work periods or issues,
+    or notes on who ran what when (HISTORY below).
 
 Prints each problem as `path:line: message` and exits 1 if there is any, else 0.
 """
