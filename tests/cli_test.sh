@@ -127,6 +127,15 @@ if script -qec "$(printf '%q ' "$GMLP" eval --checkpoint "$ELCK" --limit 3000 --
    tr '\r' '\n' <"$WORK/el_tty.log" | grep -q "evaluating test  [0-9,]*/3,000  acc [0-9.]*%  eta" &&
    tr '\r' '\n' <"$WORK/el_tty.log" | grep -q "^.*checkpoint.safetensors test: accuracy [0-9.]*% (3,000 of 10,000 images)"
 then ok "eval on a terminal shows its progress"; else bad "eval's progress line: $(head -c 400 "$WORK/el_tty.log" | tr '\r\033' '|~')"; fi
+# train on a terminal: the step line ends on the last step, then the evaluation's line, which
+# the epoch's report replaces.
+if script -qec "$(printf '%q ' "$GMLP" train --preset fmnist-ti --train-limit 500 --batch-size 100 --epochs 1 \
+                    --eval-limit 300 --threads 2 --out "$WORK/el_tty")" /dev/null >"$WORK/el_tty_train.log" 2>&1 &&
+   tr '\r' '\n' <"$WORK/el_tty_train.log" | grep -q "^.*epoch 1/1  step 5/5  loss" &&
+   tr '\r' '\n' <"$WORK/el_tty_train.log" | grep -q "evaluating test  [0-9,]*/300" &&
+   tr '\r' '\n' <"$WORK/el_tty_train.log" | grep -q "epoch 1/1  train loss .*  test (300 of 10,000) loss"
+then ok "train on a terminal: the step line reaches the last step, then the evaluation's progress"
+else bad "train's progress lines: $(head -c 600 "$WORK/el_tty_train.log" | tr '\r\033' '|~')"; fi
 
 # --- eval, predict, info, bench on the result ---------------------------------------------------
 CK="$WORK/full/checkpoint.safetensors"

@@ -28,9 +28,18 @@ void Progress::update(int64_t done, const char* line) {
   if (!tty_ && every_ <= 0) return;
   const auto now = std::chrono::steady_clock::now();
   const int64_t mark = tty_ ? 0 : done / every_;
-  if (tty_ ? now - last_ < std::chrono::milliseconds(250) : mark == last_mark_) return;
-  last_ = now;
+  if (tty_ && now - last_ < std::chrono::milliseconds(250)) {
+    held_ = line, held_done_ = done;
+    return;
+  }
+  if (!tty_ && mark == last_mark_) return;
   last_mark_ = mark;
+  draw(now, done, line);
+}
+
+void Progress::draw(std::chrono::steady_clock::time_point now, int64_t done, const char* line) {
+  last_ = now;
+  held_.clear();
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const int64_t this_session = done - offset_;
   const std::string eta =
@@ -45,11 +54,16 @@ void Progress::update(int64_t done, const char* line) {
 }
 
 void Progress::finish() {
+  if (!held_.empty()) {
+    const std::string line = std::move(held_);
+    draw(std::chrono::steady_clock::now(), held_done_, line.c_str());
+  }
   if (tty_ && dirty_) std::fputc('\n', stderr);
   dirty_ = false;
 }
 
 void Progress::clear() {
+  held_.clear();
   if (tty_ && dirty_) std::fputs("\r\033[K", stderr), std::fflush(stderr);
   dirty_ = false;
 }

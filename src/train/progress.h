@@ -14,7 +14,8 @@ class Progress {
   Progress(int64_t total_steps, int64_t log_every);
   // `line` describes the state after `done` steps; the ETA is appended from the measured rate.
   void update(int64_t done, const char* line);
-  // Ends the in-place line (prints a newline on a terminal).
+  // Ends the in-place line (prints a newline on a terminal), first drawing the last update if
+  // the rate limit held it back, so the line ends on the final step.
   void finish();
   // Erases the in-place line instead, for a report to take its place.
   void clear();
@@ -22,8 +23,11 @@ class Progress {
   void set_offset(int64_t done) { offset_ = done; }
 
  private:
-  int64_t total_, every_, offset_ = 0, last_mark_ = -1;
+  void draw(std::chrono::steady_clock::time_point now, int64_t done, const char* line);
+
+  int64_t total_, every_, offset_ = 0, last_mark_ = -1, held_done_ = 0;
   bool tty_, dirty_ = false;
+  std::string held_;  // on a terminal, the last update the rate limit held back
   std::chrono::steady_clock::time_point start_, last_;
 };
 
