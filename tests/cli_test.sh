@@ -37,6 +37,13 @@ expect_error() {
 expect_error "unknown subcommand is a usage error" 2 "subcommand" -- "$GMLP" bogus
 expect_error "unknown option is a usage error" 2 "--nope" -- "$GMLP" train --nope
 expect_error "unknown preset" 1 "unknown preset 'nope'" -- "$GMLP" train --preset nope --out "$WORK/x"
+# A preset of the other kind names the command that takes it.
+expect_error "train with a text preset" 1 "'kjv-gmlp' is a text preset: pretrain it with gmlp pretrain --preset kjv-gmlp" -- \
+  "$GMLP" train --preset kjv-gmlp --out "$WORK/x"
+expect_error "compare with a text preset" 1 "'kjv-bert' is a text preset" -- "$GMLP" compare fmnist-ti kjv-bert --out "$WORK/cmpx"
+[ ! -e "$WORK/cmpx" ] && ok "a compare that fails to resolve creates no folder" || bad "a failed compare created $WORK/cmpx"
+expect_error "pretrain with an image preset" 1 "'fmnist-s' is an image preset: train it with gmlp train --preset fmnist-s" -- \
+  "$GMLP" pretrain --preset fmnist-s --out "$WORK/x"
 expect_error "missing checkpoint" 1 "$WORK/missing.safetensors" -- "$GMLP" eval --checkpoint "$WORK/missing.safetensors"
 printf 'abc' >"$WORK/short.safetensors"
 expect_error "truncated checkpoint" 1 "short.safetensors" -- "$GMLP" eval --checkpoint "$WORK/short.safetensors"

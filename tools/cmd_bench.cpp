@@ -110,7 +110,7 @@ void add_bench(CLI::App& app) {
     if (!args->checkpoint.empty()) {
       model = std::move(load_checkpoint(args->checkpoint).model);
     } else {
-      model = make_model<float>(find_preset(args->preset).config);
+      model = make_model<float>(image_preset(args->preset).config);
       Rng rng(0);
       model->init(rng);
     }

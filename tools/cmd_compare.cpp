@@ -140,10 +140,7 @@ void add_compare(CLI::App& app) {
   add_threads_option(*sub, args->threads);
   sub->callback([args] {
     set_threads(args->threads);
-    std::error_code ec;
-    fs::create_directories(args->out, ec);
-    if (ec) fail("failed to create '", args->out, "': ", ec.message());
-    // Resolve everything first, so a typo fails before hours of training.
+    // Resolve everything first, so a typo fails before hours of training (and before the folder).
     struct Job {
       std::string label;
       ModelConfig config;
@@ -154,11 +151,14 @@ void add_compare(CLI::App& app) {
       const auto [preset, sets] = parse_entry(entry);
       TrainFlags flags = args->flags;
       flags.sets.insert(flags.sets.end(), sets.begin(), sets.end());
-      auto [cfg, opt] = resolve_training(find_preset(preset), flags);
+      auto [cfg, opt] = resolve_training(image_preset(preset), flags);
       opt.out_dir = (fs::path(args->out) / folder_name(entry)).string();
       opt.preset = entry;
       jobs.push_back({entry, cfg, opt});
     }
+    std::error_code ec;
+    fs::create_directories(args->out, ec);
+    if (ec) fail("failed to create '", args->out, "': ", ec.message());
     std::vector<Row> rows;
     for (size_t i = 0; i < jobs.size(); ++i) {
       const Job& job = jobs[i];

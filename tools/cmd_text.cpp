@@ -121,7 +121,7 @@ void add_text(CLI::App& app) {
         print_result("pretrain", pretrain(TextConfig{}, opt, true), opt.out_dir);
         return;
       }
-      const TextPreset& p = find_text_preset(args->preset);
+      const TextPreset& p = text_preset(args->preset);
       if (!args->f.epochs->count()) opt.epochs = p.epochs;
       if (!args->f.batch->count()) opt.batch_size = p.batch_size;
       if (!args->f.lr->count()) opt.lr = p.lr;

@@ -19,6 +19,22 @@ std::string ema_summary(const TrainResult& r) {
 }
 }  // namespace
 
+const Preset& image_preset(const std::string& name) {
+  for (const TextPreset& p : text_presets())
+    if (p.name == name)
+      fail("'", name, "' is a text preset: pretrain it with gmlp pretrain --preset ", name,
+           "; train, compare and bench take the image presets of gmlp info --list");
+  return find_preset(name);
+}
+
+const TextPreset& text_preset(const std::string& name) {
+  for (const Preset& p : presets())
+    if (p.name == name)
+      fail("'", name, "' is an image preset: train it with gmlp train --preset ", name,
+           "; pretrain takes the text presets of gmlp info --list");
+  return find_text_preset(name);
+}
+
 void add_threads_option(CLI::App& sub, int& threads) {
   sub.add_option("--threads", threads, "Threads for matrix products and loops (0: all cores)")
       ->capture_default_str();
@@ -151,7 +167,7 @@ void add_train(CLI::App& app) {
                   r.epochs_run, r.epochs_run == 1 ? "" : "s", r.seconds);
       return;
     }
-    auto [cfg, opt] = resolve_training(find_preset(args->preset), args->flags);
+    auto [cfg, opt] = resolve_training(image_preset(args->preset), args->flags);
     opt.preset = args->preset;
     const TrainResult r = train(cfg, opt, false);
     std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d epoch%s in %.0f s; run in %s\n",

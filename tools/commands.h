@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nn/config.h"
+#include "nn/text_model.h"
 #include "train/trainer.h"
 
 namespace gmlp::cli {
@@ -30,6 +31,11 @@ std::vector<std::string> expand_config(const CLI::App& app, std::vector<std::str
 inline constexpr const char* kDataDirHelp =
     "Fashion-MNIST's IDX files (default: /usr/share/datasets/fashion-mnist), CIFAR-10's binary "
     "batches, or an image folder: {dir}/train/{class}/*.png|jpg and {dir}/test/{class}/...";
+
+// find_preset and find_text_preset, for the commands that take one kind: a name of the other
+// kind fails with one line naming the command that takes it ("'kjv-gmlp' is a text preset: ...").
+const Preset& image_preset(const std::string& name);
+const TextPreset& text_preset(const std::string& name);
 
 // --threads, shared by every subcommand: 0 = all cores this process may use.
 void add_threads_option(CLI::App& sub, int& threads);
