@@ -175,7 +175,7 @@ int vertical_grid_lines(const Canvas& c, int x0, int x1) {
 
 TEST(Viz, EpochAxisTicksAtWholeEpochsOnly) {
   // Three epochs: the axis spans 1..3 and ticks at 1, 2, 3; 1 and 3 lie on the frame, so one grid
-  // line inside the accuracy panel (before whole-number ticks: five ticks, three inside).
+  // line inside the accuracy panel (ticks at 1.5 and 2.5 would make three).
   std::vector<nlohmann::json> rows;
   for (int e = 1; e <= 3; ++e)
     rows.push_back({{"epoch", e}, {"train_acc", 0.2 * e}, {"test_acc", 0.2 * e + 0.05},

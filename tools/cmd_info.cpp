@@ -66,7 +66,7 @@ void print_run_record(const std::map<std::string, std::string>& meta, bool text)
     print_wrapped("classes", names);
   }
   const nlohmann::json t = meta_json(meta, "training");
-  if (!t.is_object()) {  // a checkpoint from before runs recorded themselves, or a timm file
+  if (!t.is_object()) {  // a checkpoint without a record of its run, such as a timm file
     if (meta.count("epoch")) std::printf("trained          %s epochs\n", meta.at("epoch").c_str());
     return;
   }
