@@ -93,17 +93,25 @@ void print_run_record(const std::map<std::string, std::string>& meta, bool text)
   std::vector<std::string> figures;
   // Pretraining's accuracies are of the masked tokens.
   const std::string acc = text && str("task").empty() ? "masked-token acc" : "acc";
-  const std::pair<const char*, std::string> accs[] = {{"train_acc", "train " + acc}, {"dev_acc", "dev " + acc},
-                                                      {"test_acc", "test " + acc}, {"test_acc_ema", "moving-average test acc"},
-                                                      {"dev_nsp_acc", "dev next-sentence acc"}};
-  for (const auto& [key, name] : accs) {
+  // Each accuracy, with the keys that say how much of its split was read (none for train).
+  struct Acc {
+    const char* key;
+    std::string name;
+    const char *count, *total;
+  };
+  const Acc accs[] = {{"train_acc", "train " + acc, "", ""},
+                      {"dev_acc", "dev " + acc, "dev_count", "dev_total"},
+                      {"test_acc", "test " + acc, "test_count", "test_total"},
+                      {"test_acc_ema", "moving-average test acc", "test_count", "test_total"},
+                      {"dev_nsp_acc", "dev next-sentence acc", "dev_nsp_pairs", "dev_nsp_total"}};
+  for (const auto& [key, name, count, total] : accs) {
     if (!last.contains(key) || !last[key].is_number()) continue;
     std::string f = name + " " + percent(last[key].get<double>());
-    const std::string split = std::string(key).substr(0, std::string(key).find('_'));
+    const bool train = std::string(key) == "train_acc";
     std::vector<std::string> notes;  // how much of the split, and the best epoch's figure
-    if (split != "train" && last.contains(split + "_count") && last.contains(split + "_total"))
-      notes.push_back(subset_label(last[split + "_count"].get<int64_t>(), last[split + "_total"].get<int64_t>()));
-    if (split != "train" && best.contains(key) && best[key].get<double>() > last[key].get<double>())
+    if (!train && last.contains(count) && last.contains(total))
+      notes.push_back(subset_label(last[count].get<int64_t>(), last[total].get<int64_t>()));
+    if (!train && best.contains(key) && best[key].get<double>() > last[key].get<double>())
       notes.push_back("best " + percent(best[key].get<double>()));
     std::string joined;
     for (const std::string& n : notes)
