@@ -24,7 +24,7 @@ case "$mode" in
   *) echo "setup: unknown option '$mode': expected --python, --bench or --text-baselines" >&2; exit 2 ;;
 esac
 
-debs=(build-essential cmake pkg-config zlib1g-dev libdnnl-dev nlohmann-json3-dev libcli11-dev
+debs=(build-essential cmake pkg-config zlib1g-dev libpng-dev libjpeg62-turbo-dev libdnnl-dev nlohmann-json3-dev libcli11-dev
       libstb-dev libgtest-dev libbenchmark-dev dataset-fashion-mnist
       libsentencepiece-dev bible-kjv)
 # Debian's python3 makes a venv only with python3-venv (ensurepip); another python3 brings its own.

@@ -3,6 +3,9 @@
 // must fail with a gmlp::Error that names the file and the rule it broke, never a crash or a
 // huge allocation (ASan turns an attempted multi-terabyte allocation into a crash).
 #include <gtest/gtest.h>
+#include <jpeglib.h>
+#include <png.h>
+#include <stb/stb_image.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -493,7 +496,8 @@ TEST(Image, RejectsMissingFileAndNonImage) {
   const std::string text = write_tmp("text.png", "this is not an image");
   expect_error(
       [&] { gmlp::img::load_image(text, 3, 4, 4); },
-      {"failed to load image '" + text + "': cannot decode it (stb_image: unknown image type)"});
+      {"failed to load image '" + text + "': unknown image format: expected PNG, JPEG or binary "
+       "PGM/PPM (P5/P6), found bytes 74 68 69 73 ..."});
   const std::string trunc = tmp_path("trunc.png");
   const auto px = random_pixels(64 * 64, 3);
   gmlp::img::write_png(trunc, 64, 64, 1, px.data());
@@ -511,6 +515,226 @@ TEST(Image, RejectsBadArguments) {
   expect_error([&] { gmlp::img::load_image(path, 1, 0, 2); }, {path, "requested size 0x2"});
   expect_error([&] { gmlp::img::write_png(path, 2, 2, 5, px); },
                {"failed to write image '" + path + "'"});
+}
+
+// Images made by libpng's and libjpeg's encoders, decoded by gmlp and by stb_image (the decoder
+// gmlp used before, kept here as the reference on well-formed files only).
+
+std::string png_bytes(int w, int h, int depth, int color, bool interlace, const std::vector<uint8_t>& packed,
+                      int palette_size = 0, int trns = 0) {
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  std::string out;
+  png_set_write_fn(
+      png, &out,
+      [](png_structp p, png_bytep d, png_size_t n) {
+        static_cast<std::string*>(png_get_io_ptr(p))->append(reinterpret_cast<char*>(d), n);
+      },
+      nullptr);
+  png_set_IHDR(png, info, w, h, depth, color, interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  std::vector<png_color> pal(palette_size);
+  std::vector<png_byte> alpha(trns, 128);
+  for (int i = 0; i < palette_size; ++i)
+    pal[i] = {png_byte(i * 37), png_byte(255 - i * 11), png_byte(i * i)};
+  if (palette_size) png_set_PLTE(png, info, pal.data(), palette_size);
+  if (trns) png_set_tRNS(png, info, alpha.data(), trns, nullptr);
+  png_write_info(png, info);
+  const size_t stride = packed.size() / h;
+  std::vector<png_bytep> rows(h);
+  for (int y = 0; y < h; ++y) rows[y] = const_cast<uint8_t*>(packed.data()) + y * stride;
+  png_write_image(png, rows.data());
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return out;
+}
+
+// components 1 (gray), 3 (RGB) or 4 (CMYK, written with Adobe's marker as YCCK or CMYK).
+std::string jpeg_bytes(int w, int h, int components, const std::vector<uint8_t>& px, bool progressive,
+                       J_COLOR_SPACE stored = JCS_UNKNOWN) {
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buf, &size);
+  c.image_width = w, c.image_height = h, c.input_components = components;
+  c.in_color_space = components == 1 ? JCS_GRAYSCALE : components == 3 ? JCS_RGB : JCS_CMYK;
+  jpeg_set_defaults(&c);
+  if (stored != JCS_UNKNOWN) jpeg_set_colorspace(&c, stored);
+  jpeg_set_quality(&c, 90, TRUE);
+  if (progressive) jpeg_simple_progression(&c);
+  jpeg_start_compress(&c, TRUE);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(px.data()) + size_t(c.next_scanline) * w * components;
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  std::string out(reinterpret_cast<char*>(buf), size);
+  free(buf);
+  return out;
+}
+
+// stb_image's reading of a well-formed file, as gmlp's Pixels (gray or RGB, alpha dropped).
+gmlp::img::Pixels stb_reference(const std::string& bytes) {
+  int w = 0, h = 0, n = 0;
+  stbi_uc* px = stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()), int(bytes.size()),
+                                      &w, &h, &n, 0);
+  EXPECT_NE(px, nullptr) << stbi_failure_reason();
+  gmlp::img::Pixels out{w, h, n >= 3 ? 3 : 1, {}};
+  for (int i = 0; px && i < w * h; ++i)
+    for (int c = 0; c < out.channels; ++c) out.hwc.push_back(px[i * n + c]);
+  stbi_image_free(px);
+  return out;
+}
+
+gmlp::img::Pixels decode(const std::string& bytes, const std::string& name = "mem") {
+  return gmlp::img::decode_image(name, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+}
+
+// The largest difference between two decodings of the same image (which must agree in size).
+int max_diff(const gmlp::img::Pixels& a, const gmlp::img::Pixels& b) {
+  EXPECT_EQ(a.width, b.width);
+  EXPECT_EQ(a.height, b.height);
+  EXPECT_EQ(a.channels, b.channels);
+  if (a.hwc.size() != b.hwc.size()) return 256;
+  int d = 0;
+  for (size_t i = 0; i < a.hwc.size(); ++i) d = std::max(d, std::abs(int(a.hwc[i]) - int(b.hwc[i])));
+  return d;
+}
+
+TEST(Image, PngDecodesEveryLayoutAsStbImageDid) {
+  const int w = 13, h = 9;
+  struct Case {
+    const char* what;
+    int depth, color, channels, palette, trns;
+  };
+  const Case cases[] = {
+      {"gray 8", 8, PNG_COLOR_TYPE_GRAY, 1, 0, 0},
+      {"gray 1", 1, PNG_COLOR_TYPE_GRAY, 1, 0, 0},
+      {"gray 2", 2, PNG_COLOR_TYPE_GRAY, 1, 0, 0},
+      {"gray 4", 4, PNG_COLOR_TYPE_GRAY, 1, 0, 0},
+      {"gray 16", 16, PNG_COLOR_TYPE_GRAY, 1, 0, 0},
+      {"gray+alpha 8", 8, PNG_COLOR_TYPE_GRAY_ALPHA, 2, 0, 0},
+      {"gray+alpha 16", 16, PNG_COLOR_TYPE_GRAY_ALPHA, 2, 0, 0},
+      {"RGB 8", 8, PNG_COLOR_TYPE_RGB, 3, 0, 0},
+      {"RGB 16", 16, PNG_COLOR_TYPE_RGB, 3, 0, 0},
+      {"RGBA 8", 8, PNG_COLOR_TYPE_RGB_ALPHA, 4, 0, 0},
+      {"RGBA 16", 16, PNG_COLOR_TYPE_RGB_ALPHA, 4, 0, 0},
+      {"palette 8", 8, PNG_COLOR_TYPE_PALETTE, 1, 200, 0},
+      {"palette 4 with tRNS", 4, PNG_COLOR_TYPE_PALETTE, 1, 16, 5},
+      {"palette 1", 1, PNG_COLOR_TYPE_PALETTE, 1, 2, 0},
+  };
+  for (const Case& k : cases)
+    for (bool interlace : {false, true}) {
+      SCOPED_TRACE(cat(k.what, interlace ? ", interlaced" : ""));
+      const size_t stride = (size_t(w) * k.channels * k.depth + 7) / 8;
+      auto packed = random_pixels(stride * h, unsigned(k.depth * 31 + k.color));
+      if (k.palette)  // indices within the palette
+        for (auto& b : packed) b = k.depth == 8 ? b % k.palette : b;
+      const std::string bytes = png_bytes(w, h, k.depth, k.color, interlace, packed, k.palette, k.trns);
+      EXPECT_EQ(max_diff(decode(bytes), stb_reference(bytes)), 0);
+    }
+}
+
+TEST(Image, JpegDecodesAsStbImageWithinIdctDifferences) {
+  const int w = 37, h = 21;  // odd sides: partial blocks and chroma subsampling edges
+  // A smooth picture with an edge: what photographs look like to the IDCT and upsampling.
+  auto picture = [&](int components) {
+    std::vector<uint8_t> px(size_t(w) * h * components);
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        for (int c = 0; c < components; ++c)
+          px[(size_t(y) * w + x) * components + c] =
+              uint8_t(std::clamp(40 + 5 * x + 3 * y * (c + 1) + (x > 20 ? 60 : 0), 0, 255));
+    return px;
+  };
+  struct Case {
+    const char* what;
+    int components;
+    bool progressive;
+    J_COLOR_SPACE stored;
+  };
+  const Case cases[] = {{"gray", 1, false, JCS_UNKNOWN},   {"YCbCr", 3, false, JCS_UNKNOWN},
+                        {"progressive", 3, true, JCS_UNKNOWN}, {"RGB stored", 3, false, JCS_RGB},
+                        {"CMYK", 4, false, JCS_CMYK},       {"YCCK", 4, false, JCS_YCCK}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    const std::string bytes = jpeg_bytes(w, h, k.components, picture(k.components), k.progressive, k.stored);
+    const auto ours = decode(bytes);
+    EXPECT_EQ(ours.channels, k.components == 1 ? 1 : 3);
+    EXPECT_LE(max_diff(ours, stb_reference(bytes)), 3);
+  }
+}
+
+TEST(Image, JpegWithTooManyHuffmanCodesIsRejected) {
+  // SOI, then a DHT segment whose 16 code-length counts sum to 272: more codes than the 256 a
+  // table may hold (stb_image 2.27 wrote past its 257-entry array on this), then EOI.
+  std::string jpeg = "\xff\xd8\xff\xc4";
+  const int counts = 16 * 17, length = 2 + 1 + 16 + counts;
+  jpeg += char(length >> 8), jpeg += char(length & 255);
+  jpeg += '\x00';  // DC table 0
+  jpeg += std::string(16, char(17));
+  for (int i = 0; i < counts; ++i) jpeg += char(i);
+  jpeg += "\xff\xd9";
+  const std::string path = write_tmp("huffman.jpg", jpeg);
+  expect_error([&] { gmlp::img::load_image(path, 3, 8, 8); },
+               {"failed to load image '" + path + "': cannot decode it as JPEG (libjpeg: Bogus Huffman table definition)"});
+}
+
+TEST(Image, RejectsTruncatedAndOversizedFilesFromTheirHeaders) {
+  const std::vector<uint8_t> gray(64 * 64, 100);
+  const std::string jpeg = jpeg_bytes(64, 64, 1, gray, false);
+  expect_error([&] { decode(jpeg.substr(0, jpeg.size() / 2), "half.jpg"); },
+               {"failed to load image 'half.jpg': cannot decode it as JPEG (libjpeg: Premature end of JPEG file)"});
+  const std::string png = png_bytes(64, 64, 8, PNG_COLOR_TYPE_GRAY, false, gray);
+  expect_error([&] { decode(png.substr(0, png.size() - 20), "half.png"); },
+               {"failed to load image 'half.png': cannot decode it as PNG (libpng: "});
+  // Sides above the limit, refused from the header: the pixel data is not even there.
+  const std::vector<uint8_t> row(9000, 7);
+  expect_error([&] { decode(png_bytes(9000, 1, 8, PNG_COLOR_TYPE_GRAY, false, row), "wide.png"); },
+               {"failed to load image 'wide.png': the PNG image is 9000x1: expected sides 1..8192"});
+  expect_error([&] { decode(jpeg_bytes(9000, 1, 1, row, false), "wide.jpg"); },
+               {"failed to load image 'wide.jpg': the JPEG image is 9000x1: expected sides 1..8192"});
+  expect_error([&] { decode("P5\n100000 100000\n255\n", "huge.pgm"); },
+               {"failed to load image 'huge.pgm': the PGM image is 100000x100000: expected sides 1..8192"});
+  // A PNG header declaring 8192 x 8192 (within the limit) whose data is missing: an error, and
+  // only the rows libpng reads are allocated, never more than the file can fill.
+  const std::string big = png_bytes(8192, 1, 8, PNG_COLOR_TYPE_GRAY, false, std::vector<uint8_t>(8192));
+  std::string tall = big;
+  tall[16 + 4 + 4 + 3] = 0, tall[16 + 4 + 4 + 2] = 0x20;  // height 1 -> 8192 (IHDR's CRC is now wrong)
+  expect_error([&] { decode(tall, "tall.png"); }, {"failed to load image 'tall.png': cannot decode it as PNG"});
+  expect_error([&] { decode("", "empty.png"); },
+               {"failed to load image 'empty.png': unknown image format", "found an empty file"});
+  expect_error([&] { decode("BM6\x01\x02", "a.bmp"); },
+               {"failed to load image 'a.bmp': unknown image format: expected PNG, JPEG or binary "
+                "PGM/PPM (P5/P6), found bytes 42 4d 36 01 ..."});
+}
+
+TEST(Image, ReadsBinaryPgmAndPpm) {
+  const auto g = random_pixels(6 * 4, 5);
+  const std::string pgm = "P5\n# a comment\n6 4\n255\n" + std::string(g.begin(), g.end());
+  auto x = decode(pgm);
+  EXPECT_EQ(x.width, 6);
+  EXPECT_EQ(x.height, 4);
+  EXPECT_EQ(x.channels, 1);
+  EXPECT_EQ(x.hwc, g);
+  EXPECT_EQ(max_diff(x, stb_reference(pgm)), 0);
+  const auto c = random_pixels(2 * 3 * 3, 6);
+  const std::string ppm = "P6 2 3 255 " + std::string(c.begin(), c.end());
+  EXPECT_EQ(decode(ppm).hwc, c);
+  EXPECT_EQ(max_diff(decode(ppm), stb_reference(ppm)), 0);
+  // 16-bit samples (big-endian) keep their high byte when maxval is 65535; others are scaled.
+  EXPECT_EQ(decode(std::string("P5 2 1 65535\n\x12\x34\xff\xff", 17)).hwc, (std::vector<uint8_t>{0x12, 0xff}));
+  EXPECT_EQ(decode(std::string("P5 2 1 15\n\x0f\x05", 12)).hwc, (std::vector<uint8_t>{255, 85}));
+  expect_error([&] { decode("P5 4 4 255\nabc", "short.pgm"); },
+               {"failed to load image 'short.pgm': cannot decode it as PGM/PPM: 4x4 pixels need 16 bytes of "
+                "samples, the file has 3"});
+  expect_error([&] { decode("P6 4 x", "bad.ppm"); },
+               {"failed to load image 'bad.ppm': cannot decode it as PGM/PPM: expected the height in its header"});
+  expect_error([&] { decode("P5 1 1 0\n\x01", "zero.pgm"); }, {"maximum value 0, expected 1..65535"});
 }
 
 // ---------------------------------------------------------------------------------------------
