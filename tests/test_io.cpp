@@ -865,9 +865,12 @@ TEST(Idx, RejectsTruncatedFiles) {
   expect_error([&] { gmlp::data::load_idx(ok, short_labels); },
                {"failed to load '" + short_labels + "': the data ends after 1 of the 2"});
 
-  // A gzip stream cut in half: the data ends early and zlib says why.
-  const std::string gz =
-      write_gz("cut.gz", idx_images(100, 28, 28, std::string(100 * 28 * 28, '\x07')));
+  // A gzip stream cut in half: the data ends early and zlib says why. (Random pixels: a stream
+  // of one value would compress so well that half of it could not hold the declared size.)
+  std::mt19937 rng(5);
+  std::string pixels(100 * 28 * 28, '\0');
+  for (char& c : pixels) c = char(rng());
+  const std::string gz = write_gz("cut.gz", idx_images(100, 28, 28, pixels));
   const std::string bytes = read_all(gz);
   gmlp::write_file_atomic(gz, bytes.substr(0, bytes.size() / 2));
   expect_error([&] { gmlp::data::load_idx(gz, labels); },
@@ -907,11 +910,34 @@ TEST(Idx, RejectsAbsurdDimsBeforeAllocating) {
   const std::string empty = write_tmp("zero", idx_images(1, 0, 28, ""));
   expect_error([&] { gmlp::data::load_idx(empty, labels); },
                {"0x28 images, expected each side in 1..4096"});
-  // Within the caps but claiming 10^7 * 4096^2 bytes: fails on the missing data, having
-  // allocated no more than the file delivered.
+  // Within the count and side caps but claiming 10^7 * 4096^2 bytes: refused by the size cap.
   const std::string big = write_tmp("big", idx_images(10'000'000, 4096, 4096, "abc"));
   expect_error([&] { gmlp::data::load_idx(big, labels); },
-               {"the data ends after 3 of the 167772160000000 bytes"});
+               {"the header declares 167772160000000 bytes of data (10000000 images of 4096x4096), "
+                "more than the limit of 805306368"});
+  // Within every cap (100 MiB) but not in the raw file: refused from its size, before reading.
+  const std::string raw = write_tmp("raw", idx_images(100, 1024, 1024, "abc"));
+  expect_error([&] { gmlp::data::load_idx(raw, labels); },
+               {"the data ends after 3 of the 104857600 bytes its header declares"});
+}
+
+TEST(Idx, BoundsTheWorkOfGzipInput) {
+  // A gzip file of a few hundred bytes declaring 64 x 4096 x 4096 pixels (1 GiB, above the cap)
+  // and one declaring 100 x 1024 x 1024 (within it, but more than deflate can make of the file's
+  // bytes): both are refused from the header, before anything is inflated.
+  const std::string labels = write_tmp("lbl", idx_labels("\x01"));
+  const std::string huge = write_gz("huge.gz", idx_images(64, 4096, 4096, std::string(4096, '\0')));
+  expect_error([&] { gmlp::data::load_idx(huge, labels); },
+               {"failed to load '" + huge + "': the header declares 1073741824 bytes of data (64 "
+                "images of 4096x4096), more than the limit of 805306368"});
+  const std::string lying = write_gz("lying.gz", idx_images(100, 1024, 1024, std::string(4096, '\0')));
+  expect_error([&] { gmlp::data::load_idx(lying, labels); },
+               {"failed to load '" + lying + "': the header declares 104857600 bytes of data (100 "
+                "images of 1024x1024), more than a gzip file of "});
+  // A stream that inflates to more than the header says stops one byte past it.
+  const std::string more = write_gz("more.gz", idx_images(1, 1, 1, std::string(1 << 20, '\0')));
+  expect_error([&] { gmlp::data::load_idx(more, labels); },
+               {"'" + more + "': the file has more data than the 1 bytes its header declares"});
 }
 
 TEST(Idx, RejectsCountMismatchAndTrailingData) {
@@ -1038,4 +1064,22 @@ TEST(Cifar10, RejectsBadBatches) {
   expect_error([&] { gmlp::data::load_cifar10(dir, "test"); }, {"label 10 of record 1 is out of range"});
   expect_error([&] { gmlp::data::load_cifar10(dir, "train"); }, {"'" + dir + "/data_batch_1.bin' does not exist"});
   expect_error([&] { gmlp::data::load_cifar10(dir, "val"); }, {"unknown split 'val'"});
+}
+
+TEST(Cifar10, ChecksSizesBeforeReading) {
+  // Sparse files: a 1 GiB - 1 byte batch (not whole records) and a 1 GiB class-name file are
+  // refused from their sizes; neither is read into memory.
+  const std::string dir = tmp_path("cifar");
+  fs::create_directories(dir);
+  const std::string batch = dir + "/test_batch.bin";
+  gmlp::write_file_atomic(batch, "");
+  fs::resize_file(batch, (uintmax_t{1} << 30) - 1);
+  expect_error([&] { gmlp::data::load_cifar10(dir, "test"); },
+               {"'" + batch + "': 1073741823 bytes is not a whole number of 3073-byte records"});
+  gmlp::write_file_atomic(batch, cifar_batch({3}));
+  const std::string meta = dir + "/batches.meta.txt";
+  gmlp::write_file_atomic(meta, "");
+  fs::resize_file(meta, uintmax_t{1} << 30);
+  expect_error([&] { gmlp::data::load_cifar10(dir, "test"); },
+               {"'" + meta + "': the file is 1073741824 bytes, larger than the limit of 65536 bytes"});
 }

@@ -1,7 +1,7 @@
 #include "data/cifar.h"
 
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "core/error.h"
@@ -16,13 +16,18 @@ namespace {
 constexpr int kSide = 32, kChannels = 3, kClasses = 10;
 constexpr size_t kImageBytes = size_t(kChannels) * kSide * kSide, kRecordBytes = 1 + kImageBytes;
 constexpr size_t kMaxFileBytes = size_t{1} << 30;  // 1 GiB: CIFAR-10's batches are 30 MiB each
+constexpr size_t kMaxMetaBytes = 64 << 10;         // batches.meta.txt: ten short names
 
 std::vector<std::string> class_names(const fs::path& dir) {
   std::vector<std::string> names;
-  std::ifstream meta(dir / "batches.meta.txt");
-  for (std::string line; std::getline(meta, line);) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-    if (!line.empty()) names.push_back(line);
+  const fs::path path = dir / "batches.meta.txt";
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    std::istringstream meta(read_file(path.string(), kMaxMetaBytes));
+    for (std::string line; std::getline(meta, line);) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (!line.empty()) names.push_back(line);
+    }
   }
   if (names.size() == size_t(kClasses)) return names;
   return {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
@@ -34,10 +39,16 @@ void append_batch(ImageSet& set, const fs::path& path) {
   if (!fs::exists(path, ec))
     fail("failed to load CIFAR-10: '", path.string(), "' does not exist (is '", path.parent_path().string(),
          "' the cifar-10-batches-bin folder?)");
-  const std::string bytes = read_file(path.string(), kMaxFileBytes);
-  if (bytes.empty() || bytes.size() % kRecordBytes != 0)
-    fail("failed to load CIFAR-10 batch '", path.string(), "': ", bytes.size(),
+  // The size is checked before the file is read: a batch is a whole number of records.
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) fail("failed to load CIFAR-10 batch '", path.string(), "': ", ec.message());
+  if (size == 0 || size % kRecordBytes != 0)
+    fail("failed to load CIFAR-10 batch '", path.string(), "': ", size,
          " bytes is not a whole number of ", kRecordBytes, "-byte records");
+  const std::string bytes = read_file(path.string(), kMaxFileBytes);
+  if (bytes.size() != size)
+    fail("failed to load CIFAR-10 batch '", path.string(), "': its size changed while it was read");
+  set.pixels.reserve(set.pixels.size() + size / kRecordBytes * kImageBytes);
   const size_t n = bytes.size() / kRecordBytes;
   for (size_t i = 0; i < n; ++i) {
     const auto* record = reinterpret_cast<const uint8_t*>(bytes.data()) + i * kRecordBytes;

@@ -1,7 +1,10 @@
 // IDX reader (yann.lecun.com/exdb/mnist, "FILE FORMATS"): u32 magic 0x000008TD (T = 08 for
 // unsigned byte, D = number of dims), D big-endian u32 dims, then the bytes. zlib's gzread
-// reads gzipped and raw files alike; the payload buffer grows only as data actually arrives, so
-// a header that lies about its size cannot make us allocate more than the file delivers.
+// reads gzipped and raw files alike. The declared size is checked before any payload is read:
+// against a cap, and against the file's size (exactly, for a raw file; for a gzip file, against
+// the most deflate can inflate that many bytes to). The payload buffer then grows only as data
+// arrives, and reading stops one byte past the declared size, so a gzip stream that inflates to
+// more than its header says is never inflated further.
 #include "data/idx.h"
 
 #include <zlib.h>
@@ -20,6 +23,12 @@ namespace {
 
 constexpr uint32_t kImagesMagic = 0x00000803, kLabelsMagic = 0x00000801;
 constexpr uint32_t kMaxCount = 10'000'000, kMaxSide = 4096;
+// The most payload one file may declare: 14 times Fashion-MNIST's training images, and more
+// than the largest EMNIST split (547 MB).
+constexpr uint64_t kMaxPayload = uint64_t{768} << 20;
+// Deflate emits at most 258 bytes per 2 bits of input (RFC 1951's longest match at its shortest
+// code), so a gzip file of n bytes inflates to at most about 1032 n bytes.
+constexpr uint64_t kMaxDeflateRatio = 1032;
 constexpr size_t kChunk = size_t{1} << 24;  // bytes per gzread call
 
 std::string hex32(uint32_t v) {
@@ -35,6 +44,9 @@ class IdxFile {
     f_ = gzopen(path.c_str(), "rb");
     if (!f_) fail("failed to load '", path, "': ", errno ? std::strerror(errno) : "cannot open");
     gzbuffer(f_, 1 << 18);
+    std::error_code ec;
+    file_size_ = std::filesystem::file_size(path, ec);
+    if (ec) fail("failed to load '", path, "': ", ec.message());
   }
   ~IdxFile() { gzclose(f_); }
   IdxFile(const IdxFile&) = delete;
@@ -52,11 +64,28 @@ class IdxFile {
     if (const size_t got = read(buf + 4, n - 4); got < n - 4) short_header(4 + got, n);
     std::vector<uint32_t> dims(ndims);
     for (size_t i = 0; i < ndims; ++i) dims[i] = be32(buf + 4 * (i + 1));
+    header_bytes_ = n;
     return dims;
   }
 
-  // Reads exactly n payload bytes and checks that nothing follows them.
+  // Reads exactly n payload bytes and checks that nothing follows them. n is checked against the
+  // cap and the file's size first, so a header that lies costs neither memory nor inflating.
   std::vector<uint8_t> payload(uint64_t n, const std::string& declared) {
+    if (n > kMaxPayload)
+      fail("failed to load '", path_, "': the header declares ", n, " bytes of data (", declared,
+           "), more than the limit of ", kMaxPayload);
+    if (gzdirect(f_)) {  // raw: the file's size says it all
+      const uint64_t have = file_size_ - std::min(file_size_, header_bytes_);
+      if (have < n)
+        fail("failed to load '", path_, "': the data ends after ", have, " of the ", n,
+             " bytes its header declares (", declared, ")");
+      if (have > n)
+        fail("failed to load '", path_, "': the file has more data than the ", n,
+             " bytes its header declares (", declared, ")");
+    } else if (header_bytes_ + n > file_size_ * kMaxDeflateRatio + 1024) {
+      fail("failed to load '", path_, "': the header declares ", n, " bytes of data (", declared,
+           "), more than a gzip file of ", file_size_, " bytes can inflate to");
+    }
     std::vector<uint8_t> out;
     while (out.size() < n) {
       const size_t old = out.size(), step = std::min<uint64_t>(n - old, std::max(old, kChunk));
@@ -114,6 +143,7 @@ class IdxFile {
 
   std::string path_;
   gzFile f_;
+  uint64_t file_size_ = 0, header_bytes_ = 0;
 };
 
 }  // namespace

@@ -19,8 +19,9 @@ struct ImageSet {  // uint8 images, CHW per image, and labels
 // Reads an IDX image file (magic 0x00000803: u8, 3 dims) and its label file (0x00000801: u8,
 // 1 dim), each gzipped or raw. channels = 1; classes = largest label + 1; class_names is empty.
 // Throws gmlp::Error naming the file on a missing file, wrong magic, absurd dims (more than
-// 10,000,000 images or a side over 4096, checked before allocating), truncated or corrupt data,
-// data beyond what the header declares, or an image/label count mismatch.
+// 10,000,000 images or a side over 4096, checked before allocating), a declared size over
+// 768 MiB or more than the file can hold (checked before reading the data), truncated or corrupt
+// data, data beyond what the header declares, or an image/label count mismatch.
 ImageSet load_idx(const std::string& images_path, const std::string& labels_path);
 
 // split "train" or "test": reads {dir}/train-images-idx3-ubyte(.gz) and -labels-idx1-ubyte(.gz)
