@@ -1,9 +1,9 @@
 """`make bench`: gmlp beside PyTorch on every benchmark shape, one table per shape.
 
-    make bench                                   # = make deps-python build; python3 bench/run_all.py
+    make bench                                   # = make deps-bench build; .venv/bin/python bench/run_all.py
     make bench BENCH_ARGS="--quick --shapes fmnist-s"
-    python3 bench/run_all.py [--threads 2] [--reps 10] [--rounds 1] [--shapes fmnist-s cifar-s gmlp-ti16]
-                             [--quick] [--peak-gflops G] [--gmlp build/gmlp] [--json]
+    .venv/bin/python bench/run_all.py [--threads 2] [--reps 10] [--rounds 1] [--shapes fmnist-s cifar-s gmlp-ti16]
+                                      [--quick] [--peak-gflops G] [--gmlp build/gmlp] [--json]
 
 For each shape (preset, batch) -- fmnist-s at 64 (28×28, patch 4, 49 tokens), cifar-s at 64
 (32×32×3, patch 4, 64 tokens), gmlp-ti16 at 8 (224×224×3, patch 16, 196 tokens) -- it runs, one

@@ -19,7 +19,7 @@ class Progress {
   void finish();
   // Erases the in-place line instead, for a report to take its place.
   void clear();
-  // Total steps done in earlier sessions of the same run (for ETA after a resume).
+  // Steps the run had done before this process resumed it (for the ETA after a resume).
   void set_offset(int64_t done) { offset_ = done; }
 
  private:
