@@ -334,6 +334,13 @@ expect_error "config with an unknown option" 1 "badconfig.json': 'nope' is not a
 echo '{"epochs": ' >"$WORK/badconfig.json"
 expect_error "config that is not JSON" 1 "failed to read config '.*badconfig.json': not valid JSON" -- \
   "$GMLP" train --config "$WORK/badconfig.json"
+# Nesting deeper than a config needs is refused while it is parsed: 400,000 nested arrays (800 kB,
+# under the 1 MiB cap) would otherwise be walked recursively, one stack frame per level.
+{ printf '{"set": '; head -c 400000 /dev/zero | tr '\0' '['; head -c 400000 /dev/zero | tr '\0' ']'; printf '}'; } \
+  >"$WORK/deepconfig.json"
+expect_error "config nested 400,000 deep" 1 \
+  "deepconfig.json': expected JSON nested at most 64 levels deep, found deeper nesting" -- \
+  "$GMLP" train --config "$WORK/deepconfig.json"
 
 # --- compare: two models, one budget, DeiT's regularisation and the moving average on -----------
 if "$GMLP" compare fmnist-ti fmnist-ti:gate=additive --epochs 1 --train-limit 500 --batch-size 100 \

@@ -13,6 +13,9 @@ namespace gmlp::cli {
 namespace {
 
 constexpr size_t kMaxConfigBytes = size_t{1} << 20;
+// A config is an object of values and flat arrays; deeper nesting is refused while parsing, as
+// the values are walked recursively (a 1 MiB file could nest half a million arrays).
+constexpr int kMaxConfigDepth = 64;
 
 bool given(const CLI::Option& opt, const std::vector<std::string>& args) {
   for (const std::string& a : args) {
@@ -70,7 +73,14 @@ std::vector<std::string> expand_config(const CLI::App& app, std::vector<std::str
   if (path.empty()) return args;
   nlohmann::json config;
   try {
-    config = nlohmann::json::parse(read_file(path, kMaxConfigBytes));
+    const auto limit_depth = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+      if (depth >= kMaxConfigDepth && (event == nlohmann::json::parse_event_t::object_start ||
+                                       event == nlohmann::json::parse_event_t::array_start))
+        fail("failed to read config '", path, "': expected JSON nested at most ", kMaxConfigDepth,
+             " levels deep, found deeper nesting");
+      return true;
+    };
+    config = nlohmann::json::parse(read_file(path, kMaxConfigBytes), limit_depth);
   } catch (const nlohmann::json::exception& e) {
     fail("failed to read config '", path, "': not valid JSON (", e.what(), ")");
   }
