@@ -6,6 +6,7 @@
 #include "core/matmul.h"
 #include "core/profile.h"
 #include "nn/init.h"
+#include "nn/onnx_graph.h"
 #include "ops/attention.h"
 #include "ops/gelu.h"
 #include "ops/linear.h"
@@ -47,6 +48,7 @@ struct LinearParams {
   void forward(T* y, const T* x, const T* wt, int64_t M) const {
     linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out);
   }
+  std::string emit(OnnxBuilder& g, const std::string& x) const { return g.linear(x, w, b); }
   // dx overwritten (nullptr: not wanted) unless accumulate.
   template <class T>
   void backward(T* dx, const T* dy, const T* x, const T* wt, T* g, int64_t M,
@@ -108,6 +110,9 @@ class ChannelMlp final : public Branch<T> {
     { GMLP_PROFILE("bwd.fc1"); fc1_.backward(dxn, da_, xn, w, g, M); }
   }
   double flops_per_image() const override { return 4.0 * double(d_.N * d_.D * F_); }
+  std::string emit(OnnxBuilder& g, const std::string& xn) const override {
+    return fc2_.emit(g, g.gelu(fc1_.emit(g, xn)));
+  }
 
  private:
   BranchDims d_;
@@ -244,6 +249,12 @@ class TokenMlp final : public Branch<T> {
                                 w + norm_w_, N, BD);
   }
   double flops_per_image() const override { return 4.0 * double(d_.N * Tn_ * d_.D); }
+  std::string emit(OnnxBuilder& g, const std::string& xn) const override {
+    std::string x = xn;  // (B, N, D)
+    if (norm_w_ >= 0)    // LayerNorm over the tokens: on (B, D, N), then back
+      x = g.transpose(g.layernorm(g.transpose(xn, {0, 2, 1}), norm_w_, norm_b_, eps_), {0, 2, 1});
+    return g.mix_tokens(g.gelu(g.mix_tokens(x, fc1_.w, fc1_.b)), fc2_.w, fc2_.b);
+  }
 
  private:
   BranchDims d_;
@@ -278,6 +289,9 @@ class TokenLinear final : public Branch<T> {
     matmul<T>(true, false, N, BD, N, w + lin_.w, N, dy, BD, T(0), dxn, BD);
   }
   double flops_per_image() const override { return 2.0 * double(d_.N * d_.N * d_.D); }
+  std::string emit(OnnxBuilder& g, const std::string& xn) const override {
+    return g.mix_tokens(xn, lin_.w, lin_.b);
+  }
 
  private:
   BranchDims d_;
@@ -374,6 +388,17 @@ class GatingMlp final : public Branch<T> {
     if (da_ > 0) f += 2 * N * D * 3 * A + 4 * N * N * A + 2 * N * A * H;
     return f;
   }
+  std::string emit(OnnxBuilder& g, const std::string& xn) const override {
+    const std::string a = g.gelu(fc1_.emit(g, xn));  // (B, N, F)
+    std::string u = a, v = a;
+    if (gate_ == SguGate::split) u = g.slice(a, 2, 0, H_), v = g.slice(a, 2, H_, F_);
+    std::string gate = g.mix_tokens(g.layernorm(v, gnorm_w_, gnorm_b_, eps_), proj_w_, proj_b_);
+    if (da_ > 0) gate = g.add(gate, aproj_.emit(g, g.attention(qkv_.emit(g, xn), d_.N, 1, da_)));
+    std::string s = gate;  // the linear gate: s(Z) = gate
+    if (gate_ == SguGate::split || gate_ == SguGate::multiplicative) s = g.mul(u, gate);
+    if (gate_ == SguGate::additive) s = g.add(u, gate);
+    return fc2_.emit(g, s);
+  }
 
  private:
   SguShape shape(int64_t B) const { return SguShape{d_.N, B, F_, gate_}; }
@@ -433,6 +458,13 @@ class SelfAttention final : public Branch<T> {
   double flops_per_image() const override {
     const double N = double(d_.N), D = double(d_.D);
     return 2 * N * D * 3 * D + 4 * N * N * D + 2 * N * D * D;
+  }
+  // The model's score biases, when it has any, are shared values of the graph.
+  std::string emit(OnnxBuilder& g, const std::string& xn) const override {
+    const std::string o = g.attention(qkv_.emit(g, xn), d_.N, heads_, d_.D / heads_,
+                                      score_bias_ ? g.shared("score_bias") : "",
+                                      score_bias_ ? g.shared("key_bias") : "");
+    return proj_.emit(g, o);
   }
 
  private:
@@ -537,6 +569,13 @@ class ExternalAttention final : public Branch<T> {
   double flops_per_image() const override {
     const double N = double(d_.N), D = double(d_.D), S = double(S_);
     return 2 * N * D * D * 2 + 2 * 2 * N * D * S;
+  }
+  std::string emit(OnnxBuilder& g, const std::string& xn) const override {
+    const std::string q = g.reshape(query_.emit(g, xn), {0, d_.N, heads_, dh_});  // (B, N, heads, dh)
+    const std::string a = mk_.emit(g, q);                                         // (B, N, heads, S)
+    const std::string p = g.op("Softmax", {a}, {onnx::attr("axis", int64_t(1))});  // over tokens
+    const std::string r = g.op("Div", {p, g.add(g.reduce_sum(p, 3, true), g.scalar(1e-9f))});
+    return proj_.emit(g, g.reshape(mv_.emit(g, r), {0, d_.N, d_.D}));
   }
 
  private:

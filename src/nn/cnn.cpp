@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/profile.h"
 #include "nn/init.h"
+#include "nn/onnx_graph.h"
 #include "ops/linear.h"
 
 #define GMLP_PROFILE(name) const ::gmlp::profile::Scope gmlp_profile_scope(name)
@@ -95,6 +96,19 @@ void ConvBn<T>::backward(T* dx, const T* dy, const T* x, const T* w, T* g, int64
                     shape(std::min(chunk_, B - b)), col);
 }
 
+template <class T>
+std::string ConvBn<T>::emit(OnnxBuilder& g, const std::string& x) const {
+  const int64_t pad = k_ / 2;
+  const std::string w = g.param(conv_);
+  const OnnxBuilder::Scope scope(g, w.substr(0, w.rfind('.')));
+  const std::string z = g.op("Conv", {x, w},
+                             {onnx::attr("kernel_shape", std::vector<int64_t>{k_, k_}),
+                              onnx::attr("strides", std::vector<int64_t>{stride_, stride_}),
+                              onnx::attr("pads", std::vector<int64_t>{pad, pad, pad, pad})});
+  return g.op("BatchNormalization", {z, g.param(bn_w_), g.param(bn_b_), g.param(bn_rm_), g.param(bn_rv_)},
+              {onnx::attr("epsilon", float(kBnEps))});
+}
+
 // ---------------------------------------------------------------------------------------------
 template <class T>
 BasicBlock<T>::BasicBlock(ParamTable& t, const std::string& p, int64_t cin, int64_t cout,
@@ -165,6 +179,13 @@ void BasicBlock<T>::backward(T* dx, T* dy, const T* x, const T* out, const T* w,
   conv1_.backward(dx, tb_, x, w, g, B, ta_, col_);
   GMLP_PROFILE("bwd.residual");
   add_into(dx, shortcut_ ? dxs_ : dy, B * cin_ * S_ * S_);
+}
+
+template <class T>
+std::string BasicBlock<T>::emit(OnnxBuilder& g, const std::string& x) const {
+  const std::string h1 = g.op("Relu", {conv1_.emit(g, x)});
+  const std::string s = shortcut_ ? shortcut_->emit(g, x) : x;
+  return g.op("Relu", {g.add(conv2_.emit(g, h1), s)});
 }
 
 template <class T>
@@ -296,6 +317,14 @@ void Cnn<T>::backward(const T* dlogits) {
     relu_backward_inplace(dX_[cur], x_[0], stem_->out_size(B));
   }
   stem_->backward(nullptr, dX_[cur], input_, w, g, B, stem_dz_, stem_col_);
+}
+
+template <class T>
+std::string Cnn<T>::emit(OnnxBuilder& g, const std::string& images) const {
+  std::string x = g.op("Relu", {stem_->emit(g, images)});
+  for (const auto& b : blocks_) x = b->emit(g, x);
+  const std::string pooled = g.op("Flatten", {g.op("GlobalAveragePool", {x})}, {onnx::attr("axis", int64_t(1))});
+  return g.linear(pooled, head_w_, head_b_);  // (B, 4D) → (B, K)
 }
 
 template <class T>

@@ -51,6 +51,8 @@ class ConvBn {
   double flops_per_image() const {
     return 2.0 * double(cout_ * cin_ * k_ * k_ * out_side() * out_side());
   }
+  // Eval mode (the running statistics): x (B, Cin, S, S) → returns the value (B, Cout, So, So).
+  std::string emit(OnnxBuilder& g, const std::string& x) const;
 
  private:
   static constexpr int64_t kMinColumns = 128;
@@ -76,6 +78,7 @@ class BasicBlock {
   int64_t out_side() const { return conv1_.out_side(); }
   int64_t out_size(int64_t B) const { return conv1_.out_size(B); }
   double flops_per_image() const;
+  std::string emit(OnnxBuilder& g, const std::string& x) const;  // eval mode
 
  private:
   int64_t cin_, S_;
@@ -93,6 +96,7 @@ class Cnn final : public Model<T> {
   const T* forward(const T* images, int64_t B, Rng* rng = nullptr) override;
   void backward(const T* dlogits) override;  // the last forward must have been training
   double flops_per_image() const override;
+  std::string emit(OnnxBuilder& g, const std::string& images) const override;
 
  protected:
   void lay_out(Arena<T>& arena, int64_t max_batch) override;

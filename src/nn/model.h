@@ -22,6 +22,8 @@
 
 namespace gmlp {
 
+class OnnxBuilder;  // nn/onnx_graph.h
+
 struct ParamInfo {
   std::string name;            // state_dict key (timm's, where timm has the model)
   std::vector<int64_t> shape;  // state_dict shape
@@ -137,6 +139,10 @@ class Model : public ParamModel<T> {
 
   // Multiply-adds ×2 of one image's forward pass (matrix products and convolutions).
   virtual double flops_per_image() const = 0;
+
+  // The eval-mode forward pass as ONNX nodes (nn/onnx_graph.h): images (B, C, S, S) → returns
+  // the logits' value (B, K).
+  virtual std::string emit(OnnxBuilder& g, const std::string& images) const = 0;
 
   // Inference (forward with no rng) on B <= planned_batch() images. Under an inference plan it
   // runs in chunks of at most infer_chunk() images and gathers the logits: a chunk's activations

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/profile.h"
 #include "nn/init.h"
+#include "nn/onnx_graph.h"
 #include "ops/cross_entropy.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
@@ -343,6 +344,47 @@ void TextModel<T>::backward_encoder() {
       if (gs) gs[d] += dX_[r * D + d];
     }
   }
+}
+
+template <class T>
+std::string TextModel<T>::emit(OnnxBuilder& g, const std::string& ids, TextHead head) const {
+  const int64_t N = cfg_.seq_len;
+  auto equals = [&](int32_t id) { return g.op("Equal", {ids, g.scalar_int(id)}); };  // (B, N) bool
+  const onnx::Attribute to_int64 = onnx::attr("to", int64_t(onnx::DataType::int64));
+  std::string x;
+  {
+    const OnnxBuilder::Scope scope(g, "embed");
+    x = g.op("Gather", {g.param(embed_), ids});  // (B, N, D)
+    if (pos_ >= 0) x = g.add(x, g.param(pos_));
+    if (seg_ >= 0) {  // segment 1 after the first [SEP]: an exclusive running count of [SEP]s > 0
+      const std::string seps = g.op("Cast", {equals(text::Tokenizer::kSep)}, {to_int64});
+      const std::string before = g.op("CumSum", {seps, g.scalar_int(1)}, {onnx::attr("exclusive", int64_t(1))});
+      const std::string seg = g.op("Cast", {g.op("Greater", {before, g.scalar_int(0)})}, {to_int64});
+      x = g.add(x, g.op("Gather", {g.param(seg_), seg}));
+    }
+  }
+  if (rel_ >= 0) {  // T5's bias of each (query, key) bucket and head: (H, N, N)
+    const OnnxBuilder::Scope scope(g, "rel_bias");
+    GMLP_CHECK(int64_t(buckets_.size()) == N * N);
+    const std::vector<int64_t> buckets(buckets_.begin(), buckets_.end());
+    const std::string bias = g.op("Gather", {g.param(rel_), g.ints(buckets, {N, N})});  // (N, N, H)
+    g.share("score_bias", g.transpose(bias, {2, 0, 1}));
+  }
+  if (pads_masked()) {  // [PAD] keys: -1e9, as encode() adds
+    const OnnxBuilder::Scope scope(g, "pad_mask");
+    const std::string bias = g.op("Where", {equals(text::Tokenizer::kPad), g.scalar(-1e9f), g.scalar(0.f)});
+    g.share("key_bias", g.op("Unsqueeze", {bias, g.ints({1, 2})}));  // (B, 1, 1, N)
+  }
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const OnnxBuilder::Scope scope(g, "residual." + std::to_string(l));
+    x = layers_[l]->emit(g, x);
+  }
+  x = g.layernorm(x, norm_w_, norm_b_, cfg_.ln_eps);
+  if (head == TextHead::classifier) {
+    GMLP_CHECK(cls_w_ >= 0);
+    return g.linear(g.select(x, 1, 0), cls_w_, cls_b_);  // the [CLS] token's row: (B, K)
+  }
+  return g.linear(x, embed_, mlm_b_);  // tied to the embedding: (B, N, V)
 }
 
 template <class T>

@@ -62,6 +62,10 @@ const TextPreset& find_text_preset(const std::string& name);  // throws listing 
 // half the buckets for each direction, exact up to buckets/4, then log-spaced to max_distance.
 int t5_bucket(int relative_position, int num_buckets, int max_distance);
 
+// Which head of a text model ends an exported graph: the vocabulary logits at every position, or
+// the classification head on [CLS].
+enum class TextHead { mlm, classifier };
+
 template <class T>
 class TextModel final : public ParamModel<T> {
  public:
@@ -96,6 +100,10 @@ class TextModel final : public ParamModel<T> {
 
   // Multiply-adds ×2 of the encoder per sequence (the heads excluded).
   double flops_per_sequence() const;
+
+  // The eval-mode forward pass as ONNX nodes (nn/onnx_graph.h): ids (B, N) int64 → returns the
+  // logits' value of `head` (TextHead: mlm (B, N, V), classifier (B, K)).
+  std::string emit(OnnxBuilder& g, const std::string& ids, TextHead head) const;
 
  protected:
   void lay_out(Arena<T>& arena, int64_t max_batch) override;

@@ -7,6 +7,7 @@
 #include "core/profile.h"
 #include "nn/branches.h"
 #include "nn/init.h"
+#include "nn/onnx_graph.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 #include "ops/patch_embed.h"
@@ -142,6 +143,16 @@ void Residual<T>::backward(T* dx, const T* in, const T* w, T* g, int64_t B) {
       for (int64_t i = 0; i < M * D; ++i) dx[i] += dxn_[i];
       break;
   }
+}
+
+template <class T>
+std::string Residual<T>::emit(OnnxBuilder& g, const std::string& x) const {
+  std::string xn = x;
+  if (spec_.norm == NormKind::layernorm) xn = g.layernorm(x, norm_w_, norm_b_, spec_.eps);
+  if (spec_.norm == NormKind::affine) xn = g.add(g.mul(x, g.param(norm_w_)), g.param(norm_b_));
+  std::string y = branch_->emit(g, xn);
+  if (scale_ >= 0) y = g.mul(g.param(scale_), y);
+  return g.add(x, y);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -347,6 +358,39 @@ void TokenModel<T>::backward(const T* dlogits) {
     linear_backward<T>(nullptr, g + stem_w_, g + stem_b_, dX_ + (cls_ ? B * D : 0), patches_,
                        w + stem_w_, Np * B, cfg_.patch_dim(), D);
   }
+}
+
+template <class T>
+std::string TokenModel<T>::emit(OnnxBuilder& g, const std::string& images) const {
+  const int64_t P = cfg_.patch_size, D = cfg_.dim, Np = cfg_.patches();
+  std::string x;
+  {
+    // timm's PatchEmbed: a P×P convolution of stride P, its (B, D, G, G) output flattened to
+    // tokens in row-major grid order.
+    const OnnxBuilder::Scope scope(g, cls_ ? "patch_embed" : "stem");
+    x = g.op("Conv", {images, g.param(stem_w_), g.param(stem_b_)},
+             {onnx::attr("kernel_shape", std::vector<int64_t>{P, P}),
+              onnx::attr("strides", std::vector<int64_t>{P, P})});
+    x = g.transpose(g.reshape(x, {0, D, Np}), {0, 2, 1});
+  }
+  if (cls_) {  // the class token first, then positions added to every token
+    const std::string batch =
+        g.op("Shape", {images}, {onnx::attr("start", int64_t(0)), onnx::attr("end", int64_t(1))});
+    const std::string shape = g.op("Concat", {batch, g.ints({1, D})}, {onnx::attr("axis", int64_t(0))});
+    const std::string cls = g.op("Expand", {g.param(cls_token_), shape});
+    x = g.op("Concat", {cls, x}, {onnx::attr("axis", int64_t(1))});
+    x = g.add(x, g.param(pos_embed_));
+  }
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const OnnxBuilder::Scope scope(g, "residual." + std::to_string(l));
+    x = layers_[l]->emit(g, x);
+  }
+  if (final_norm_ == NormKind::affine)
+    x = g.add(g.mul(x, g.param(norm_w_)), g.param(norm_b_));
+  else
+    x = g.layernorm(x, norm_w_, norm_b_, cfg_.ln_eps);
+  const std::string pooled = cls_ ? g.select(x, 1, 0) : g.reduce_mean(x, 1, false);  // (B, D)
+  return g.linear(pooled, head_w_, head_b_);
 }
 
 template <class T>

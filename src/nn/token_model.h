@@ -28,6 +28,8 @@ class Branch {
   // dxn overwritten with ∂L/∂xn; dy may be clobbered; parameter gradients accumulate into g.
   virtual void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) = 0;
   virtual double flops_per_image() const = 0;
+  // Its nodes in an ONNX graph (nn/onnx_graph.h): xn (B, N, D) → returns y's value (B, N, D).
+  virtual std::string emit(OnnxBuilder& g, const std::string& xn) const = 0;
 };
 
 // How a branch's weights start: timm MlpMixer's (xavier-uniform, biases of 'mlp' layers
@@ -59,6 +61,8 @@ class Residual {
   // dx: ∂L/∂out on entry, ∂L/∂in on exit. in: this sublayer's forward input.
   void backward(T* dx, const T* in, const T* w, T* g, int64_t B);
   double flops_per_image() const { return branch_->flops_per_image(); }
+  // x (B, N, D) → returns out's value, in eval mode (no drop path).
+  std::string emit(OnnxBuilder& g, const std::string& x) const;
 
  private:
   ResidualSpec spec_;
@@ -78,6 +82,7 @@ class TokenModel final : public Model<T> {
   const T* forward(const T* images, int64_t B, Rng* rng = nullptr) override;
   void backward(const T* dlogits) override;
   double flops_per_image() const override;
+  std::string emit(OnnxBuilder& g, const std::string& images) const override;
 
  protected:
   void lay_out(Arena<T>& arena, int64_t max_batch) override;
