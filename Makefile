@@ -44,7 +44,7 @@ build: deps $(BUILD)/CMakeCache.txt
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	$(BUILD)/gmlp train --preset fmnist-s --out runs/demo
+	$(BUILD)/gmlp train --preset fmnist-s --out runs/demo --overwrite
 
 # A build folder configured with another Python for the tests is pointed at the venv's.
 test: deps-python build

@@ -21,7 +21,7 @@ export OMP_WAIT_POLICY=PASSIVE
 run() {
   local sub=$1 dir=$2 epochs=$3
   shift 3
-  if [ -f "$dir/train_state.safetensors" ]; then
+  if [ -f "$dir/run.json" ] || [ -f "$dir/train_state.safetensors" ]; then
     "$G" "$sub" --resume "$dir" --epochs "$epochs"
   else
     "$G" "$sub" --out "$dir" --epochs "$epochs" "$@"

@@ -6,8 +6,10 @@
 //   DIR/accuracy.png    test accuracy against epoch, every model in one plot
 //   DIR/train_test.png  train against test accuracy, one panel per model, all on the same axes
 //   DIR/<label>/        each model's run folder (checkpoint, train state, metrics.jsonl)
-// A model is a preset, optionally with config overrides: "fmnist-gmlp:gate=additive". A killed
-// comparison resumes: finished runs are kept, an unfinished one continues from its checkpoint.
+// A model is a preset, optionally with config overrides: "fmnist-gmlp:gate=additive". The same
+// command again continues a stopped comparison: finished runs are kept, an unfinished one
+// continues from its last epoch; a model folder holding a run of other settings is refused
+// before any training, unless --overwrite starts every model afresh.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +22,7 @@
 #include "nn/model.h"
 #include "train/checkpoint.h"
 #include "train/eval_subset.h"
+#include "train/run_dir.h"
 #include "viz/figures.h"
 
 namespace gmlp::cli {
@@ -128,6 +131,7 @@ void add_compare(CLI::App& app) {
     std::string out = "runs/compare";
     TrainFlags flags;
     int threads = 0;
+    bool overwrite = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -137,6 +141,7 @@ void add_compare(CLI::App& app) {
       ->required();
   add_train_flags(*sub, args->flags);
   sub->add_option("--out", args->out, "Folder for the runs, compare.md/.json and the plots")->capture_default_str();
+  add_overwrite_option(*sub, args->overwrite, "the runs these models have in the --out folder");
   add_threads_option(*sub, args->threads);
   sub->callback([args] {
     set_threads(args->threads);
@@ -159,12 +164,27 @@ void add_compare(CLI::App& app) {
     std::error_code ec;
     fs::create_directories(args->out, ec);
     if (ec) fail("failed to create '", args->out, "': ", ec.message());
+    // One comparison in a folder at a time, and every model's folder checked before any work.
+    const FolderLock lock(args->out);
+    remove_temporaries(args->out);  // of a comparison killed while it wrote its table
+    const StopSignals signals;
+    std::vector<bool> resume;
+    for (const Job& job : jobs) resume.push_back(!args->overwrite && holds_same_run(job.config, job.options));
+    if (args->overwrite)
+      for (const Job& job : jobs) RunDir(job.options.out_dir, "train", RunStart::overwrite);
+    auto stopped = [&](Interrupted& stop) {  // what main prints: the comparison, not the model
+      stop.command = "compare", stop.dir = args->out;
+      return stop;
+    };
     std::vector<Row> rows;
     for (size_t i = 0; i < jobs.size(); ++i) {
       const Job& job = jobs[i];
       std::fprintf(stderr, "gmlp compare: [%zu/%zu] %s\n", i + 1, jobs.size(), job.label.c_str());
-      const bool resume = fs::exists(fs::path(job.options.out_dir) / "train_state.safetensors");
-      train(job.config, job.options, resume);
+      try {
+        train(job.config, job.options, resume[i]);
+      } catch (Interrupted& stop) {
+        throw stopped(stop);
+      }
       Row r;
       r.label = job.label;
       r.model = job.config.model;
@@ -205,6 +225,11 @@ void add_compare(CLI::App& app) {
       }
       write_file_atomic((fs::path(args->out) / "compare.json").string(), j.dump(2) + "\n");
       write_figures(rows, args->out);
+      if (StopSignals::received() && i + 1 < jobs.size()) {
+        Interrupted stop;
+        stop.signal = StopSignals::received();
+        throw stopped(stop);
+      }
     }
     std::printf("%s", markdown(rows, jobs.back().options).c_str());
   });

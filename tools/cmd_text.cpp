@@ -18,9 +18,12 @@ struct LmFlags {
   std::vector<std::string> sets;
   std::string resume;
   int threads = 0;
-  bool profile = false;
+  bool profile = false, overwrite = false;
   CLI::Option *epochs = nullptr, *batch = nullptr, *lr = nullptr;
 };
+
+// What --resume takes besides itself: the rest of a resumed run is its own.
+const std::vector<std::string> kResumeFlags = {"--resume", "--epochs", "--threads", "--profile", "--config"};
 
 // Pretraining's flags (finetune: false) or finetuning's: the same options, their help in each
 // one's terms.
@@ -50,6 +53,7 @@ void add_lm_flags(CLI::App& sub, LmFlags& f, bool finetune) {
   sub.add_option("--resume", f.resume,
                  "Continue the run in this folder from its last checkpoint, with the run's own options "
                  "(--epochs may extend it)");
+  add_overwrite_option(sub, f.overwrite, "the run in the --out folder");
   sub.add_flag("--profile", f.profile, "Print where the training time went, per op, at the end");
   add_threads_option(sub, f.threads);
 }
@@ -111,11 +115,12 @@ void add_text(CLI::App& app) {
                     "Where --nsp takes a negative's B: any book (BERT's rule), or the same book "
                     "(next-verse's)")->check(CLI::IsMember({"any", "book"}))->capture_default_str();
     add_lm_flags(*sub, args->f, false);
-    sub->callback([args] {
+    sub->callback([args, sub] {
       set_threads(args->f.threads);
       const ProfileRun profiling(args->f.profile);
       LmOptions opt = args->f.opt;
       if (!args->f.resume.empty()) {
+        check_resume_flags(*sub, kResumeFlags);
         opt.out_dir = args->f.resume;
         if (!args->f.epochs->count()) opt.epochs = 0;
         print_result("pretrain", pretrain(TextConfig{}, opt, true), opt.out_dir);
@@ -125,7 +130,7 @@ void add_text(CLI::App& app) {
       if (!args->f.epochs->count()) opt.epochs = p.epochs;
       if (!args->f.batch->count()) opt.batch_size = p.batch_size;
       if (!args->f.lr->count()) opt.lr = p.lr;
-      print_result("pretrain", pretrain(apply_text_sets(p.config, args->f.sets), opt, false), opt.out_dir);
+      print_result("pretrain", pretrain(apply_text_sets(p.config, args->f.sets), opt, false, args->f.overwrite), opt.out_dir);
     });
   }
   {
@@ -170,6 +175,7 @@ void add_text(CLI::App& app) {
       const ProfileRun profiling(f->profile);
       LmOptions opt = f->opt;
       if (!f->resume.empty()) {
+        check_resume_flags(*sub, kResumeFlags);
         opt.out_dir = f->resume;
         if (!f->epochs->count()) opt.epochs = 0;
         print_result("finetune", finetune(opt, true), opt.out_dir);
@@ -179,7 +185,7 @@ void add_text(CLI::App& app) {
       // Finetuning masks its inputs only for the masked-token loss: a --mask-prob alone would do nothing.
       if (sub->count("--mask-prob") && opt.mlm_weight == 0)
         throw CLI::ValidationError("finetune", "--mask-prob applies only with --mlm-weight > 0");
-      const TrainResult r = finetune(opt, false);
+      const TrainResult r = finetune(opt, false, f->overwrite);
       std::printf("test accuracy %.2f%% (best %.2f%%); ", 100 * r.final_test_acc, 100 * r.best_test_acc);
       print_result("finetune", r, opt.out_dir);
     });

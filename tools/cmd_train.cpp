@@ -1,6 +1,7 @@
 // gmlp train: trains an image classifier (Fashion-MNIST, CIFAR-10 or an image folder) from a
 // preset, or resumes a run.
 // The training flags are shared with gmlp compare (add_train_flags / resolve_training).
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
@@ -139,11 +140,31 @@ std::pair<ModelConfig, TrainOptions> resolve_training(const Preset& p, const Tra
   return {cfg, opt};
 }
 
+void add_overwrite_option(CLI::App& sub, bool& overwrite, const std::string& what) {
+  sub.add_flag("--overwrite", overwrite,
+               "Start a new run over " + what + " (without it, a folder that holds a run is refused)");
+}
+
+void check_resume_flags(const CLI::App& sub, const std::vector<std::string>& honoured) {
+  for (const CLI::Option* o : sub.get_options()) {
+    if (o->count() == 0 || o->get_lnames().empty()) continue;
+    const std::string name = "--" + o->get_lnames().front();
+    if (std::find(honoured.begin(), honoured.end(), name) != honoured.end()) continue;
+    std::string list;
+    for (size_t i = 1; i < honoured.size(); ++i)
+      list += (i == 1 ? "" : i + 1 == honoured.size() ? " and " : ", ") + honoured[i];
+    throw CLI::ValidationError(name, "cannot be given with " + honoured.front() +
+                                         ", which continues the run with its own options (with it, only " +
+                                         list + " apply)");
+  }
+}
+
 void add_train(CLI::App& app) {
   struct Args {
     std::string preset = "fmnist-s", resume;
     TrainFlags flags;
     int threads = 0;
+    bool overwrite = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -154,10 +175,12 @@ void add_train(CLI::App& app) {
   sub->add_option("--resume", args->resume,
                   "Continue the run in this folder from its last checkpoint, with the run's own options "
                   "(--epochs may extend it)");
+  add_overwrite_option(*sub, args->overwrite, "the run in the --out folder");
   add_threads_option(*sub, args->threads);
-  sub->callback([args] {
+  sub->callback([args, sub] {
     set_threads(args->threads);
     if (!args->resume.empty()) {
+      check_resume_flags(*sub, {"--resume", "--epochs", "--threads", "--config"});
       TrainOptions opt = args->flags.opt;
       opt.out_dir = args->resume;
       if (!args->flags.epochs->count()) opt.epochs = 0;  // keep the run's own
@@ -169,7 +192,7 @@ void add_train(CLI::App& app) {
     }
     auto [cfg, opt] = resolve_training(image_preset(args->preset), args->flags);
     opt.preset = args->preset;
-    const TrainResult r = train(cfg, opt, false);
+    const TrainResult r = train(cfg, opt, false, args->overwrite);
     std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d epoch%s in %.0f s; run in %s\n",
                 100 * r.final_test_acc, 100 * r.best_test_acc, ema_summary(r).c_str(),
                 r.epochs_run, r.epochs_run == 1 ? "" : "s", r.seconds, opt.out_dir.c_str());

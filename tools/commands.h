@@ -49,6 +49,14 @@ CLI::Validator at_least(long long min, const std::string& hint = "");
 // N < 1 is a usage error; not given, `limit` keeps 0: all.
 CLI::Option* add_eval_limit_option(CLI::App& sub, int& limit, const std::string& items, bool training = true);
 
+// --overwrite, shared by train, compare, pretrain and finetune: a new run may replace `what`
+// (run_dir.h refuses a folder that holds a run without it).
+void add_overwrite_option(CLI::App& sub, bool& overwrite, const std::string& what);
+// --resume continues a run with its own options: any option of `sub` the command line (or
+// --config) gives besides `honoured` (--resume first, then --epochs, --threads, ...) is a usage
+// error naming it.
+void check_resume_flags(const CLI::App& sub, const std::vector<std::string>& honoured);
+
 // The training flags of `train` and `compare`: optimiser, schedule, augmentation, DeiT's
 // regularisation, model overrides (--set key=value), precision. Options the user did not give
 // fall back to the preset's defaults in resolve_training.

@@ -1,11 +1,55 @@
 // gmlp: train, compare, evaluate, run and measure gMLP and the models it is compared with.
-// Exit status: 0 success, 1 failure (one line on stderr), 2 usage error.
+// Exit status: 0 success, 1 failure (one line on stderr), 2 usage error, 130 or 143 a run stopped
+// by SIGINT or SIGTERM (the line says what is saved and how to go on).
+#include <unistd.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <string>
 
 #include "commands.h"
 #include "core/build_info.h"
 #include "core/error.h"
+#include "train/run_dir.h"
+
+namespace {
+
+// A word of a command line as a POSIX shell reads it back.
+std::string shell_word(const std::string& w) {
+  if (!w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-") ==
+                        std::string::npos)
+    return w;
+  std::string q = "'";
+  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// A run stopped by SIGINT or SIGTERM: one line saying what is saved and the command that goes
+// on from there; the exit status is 128 + the signal, as a shell reports a process it ended.
+int report_stop(const gmlp::Interrupted& stop, int argc, char** argv) {
+  const char* sig = stop.signal == SIGTERM ? "SIGTERM" : "SIGINT";
+  std::string again = shell_word(argv[0]);
+  if (stop.command == "compare" || stop.epoch == 0) {  // the same command, less --overwrite
+    for (int i = 1; i < argc; ++i)
+      if (std::string(argv[i]) != "--overwrite") again += " " + shell_word(argv[i]);
+  } else {
+    again += " " + stop.command + " --resume " + shell_word(stop.dir) + " --epochs " + std::to_string(stop.epochs);
+  }
+  if (isatty(fileno(stderr))) std::fputc('\n', stderr);  // past the progress line and ^C
+  if (stop.command == "compare")
+    std::fprintf(stderr, "gmlp: stopped by %s: '%s' keeps every finished run and epoch; continue with: %s\n", sig,
+                 stop.dir.c_str(), again.c_str());
+  else if (stop.epoch == 0)
+    std::fprintf(stderr, "gmlp: stopped by %s before the first epoch ended, nothing saved; start again with: %s\n",
+                 sig, again.c_str());
+  else
+    std::fprintf(stderr, "gmlp: stopped by %s: epoch %d of %d is saved in '%s'; continue with: %s\n", sig,
+                 stop.epoch, stop.epochs, stop.dir.c_str(), again.c_str());
+  return 128 + stop.signal;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"gmlp: gMLP and aMLP (\"Pay Attention to MLPs\") and the models they are compared with, for images and text, in C++ on the CPU"};
@@ -36,6 +80,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
+  } catch (const gmlp::Interrupted& stop) {
+    return report_stop(stop, argc, argv);
   } catch (const gmlp::Error& e) {
     std::fprintf(stderr, "gmlp: error: %s\n", e.what());
     return 1;

@@ -20,6 +20,7 @@
 #include "train/eval_subset.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
+#include "train/run_dir.h"
 #include "train/run_files.h"
 
 namespace gmlp {
@@ -240,16 +241,16 @@ Start resume_from(const RunFiles& files, LmOptions& opt, TextCheckpoint& ck) {
   if (ck.metadata["epoch"] != std::to_string(st.state->epoch))
     fail("failed to resume: '", files.checkpoint, "' is from epoch ", ck.metadata["epoch"], " but '",
          files.state, "' from epoch ", st.state->epoch,
-         " (the run was killed while saving; delete the folder and start again)");
+         " (the folder was changed by hand; start again with --overwrite)");
   st.epoch = st.state->epoch;
   st.step = st.state->step;
   return st;
 }
 
 // The loop both commands share: AdamW, schedule, clipping, progress, per-epoch evaluation, and
-// the run folder after every epoch (state first, then the checkpoint).
+// the run folder's epoch committed after every epoch.
 TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& opt,
-                const RunFiles& files, Start& start, Job& job) {
+                RunDir& folder, const RunFiles& files, Start& start, Job& job) {
   const auto t_start = std::chrono::steady_clock::now();
   const Precision precision = use_precision(opt.precision);
   const int64_t n = opt.train_limit > 0 ? std::min<int64_t>(opt.train_limit, job.items) : job.items;
@@ -281,6 +282,7 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
   int64_t step = start.step;
   std::vector<nlohmann::json>& metrics = start.metrics;
   for (int epoch = start.epoch; epoch < opt.epochs; ++epoch) {
+    folder.check_stop(opt.epochs);
     const auto t_epoch = std::chrono::steady_clock::now();
     if (job.begin_epoch) job.begin_epoch(epoch);
     Rng rng(epoch_seed(opt.seed, epoch));
@@ -306,6 +308,7 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
                     100.0 * double(total.correct) / double(std::max<int64_t>(1, total.count)), lr,
                     double((s + 1) * B) / seconds, job.unit);
       progress.update(step + 1, line);
+      folder.check_stop(opt.epochs);
     }
     progress.finish();
     nlohmann::json m = job.evaluate();
@@ -318,12 +321,12 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
     m["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_epoch).count();
     metrics.push_back(m);
     job.report(m);
-    save_run_state(files, adamw, RunState{epoch + 1, step, adamw.steps(), opt.to_json(), {}, {}}, metrics);
     std::map<std::string, std::string> meta = job.metadata;
     meta["epoch"] = std::to_string(epoch + 1);
     meta["step"] = std::to_string(step);
     meta["training"] = training_summary(opt.to_json(), metrics);
-    save_text_checkpoint(files.checkpoint, model, tok, meta);
+    save_epoch(folder, adamw, RunState{epoch + 1, step, adamw.steps(), opt.to_json(), {}, {}}, metrics,
+               {{RunFiles::kCheckpoint, [&](const std::string& path) { save_text_checkpoint(path, model, tok, meta); }}});
     result.final_test_acc = m.value("test_acc", 0.0);
     result.best_test_acc = std::max(result.best_test_acc, result.final_test_acc);
     ++result.epochs_run;
@@ -357,15 +360,13 @@ std::string subset_note(const nlohmann::json& m, const std::string& split) {
   return s.empty() ? "" : " (" + s + ")";
 }
 
-void make_folder(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail("failed to create run folder '", dir, "': ", ec.message());
+RunStart run_start(bool resume, bool overwrite) {
+  return resume ? RunStart::resume : overwrite ? RunStart::overwrite : RunStart::fresh;
 }
 
 }  // namespace
 
-TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool resume) {
+TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool resume, bool overwrite) {
   LmOptions opt = options;
   // A text file is split line by line, so no two dev lines follow one another: no pairs to test.
   if (opt.nsp && !opt.corpus.empty())
@@ -375,7 +376,7 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     fail("unknown --nsp-negatives '", opt.nsp_negatives, "': expected book or any");
   const bool any_book = opt.nsp_negatives == "any";
   check_shared_options(opt);
-  make_folder(opt.out_dir);
+  RunDir folder(opt.out_dir, "pretrain", run_start(resume, overwrite));
   const RunFiles files(opt.out_dir);
   TextCheckpoint ck;
   Start start;
@@ -499,10 +500,10 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
                  m["dev_ppl"].get<double>(), 100 * m["dev_acc"].get<double>(), nsp,
                  format_duration(m["seconds"].get<double>()).c_str());
   };
-  return run(model, tok, opt, files, start, job);
+  return run(model, tok, opt, folder, files, start, job);
 }
 
-TrainResult finetune(const LmOptions& options, bool resume) {
+TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
   LmOptions opt = options;
   if (!(opt.layer_decay > 0 && opt.layer_decay <= 1))
     fail("invalid --layer-decay ", opt.layer_decay, ": expected a factor in (0, 1] (1: off)");
@@ -511,14 +512,13 @@ TrainResult finetune(const LmOptions& options, bool resume) {
   if (!(opt.mlm_weight >= 0 && std::isfinite(opt.mlm_weight)))
     fail("invalid --mlm-weight ", opt.mlm_weight, ": expected a weight >= 0 (0: off)");
   check_shared_options(opt);
-  // The pretrained model is read before the run folder is made: a wrong --init leaves nothing.
-  TextCheckpoint pre;
-  if (!resume) {
-    if (opt.init.empty()) fail("finetune needs --init, the pretrained checkpoint");
-    pre = load_text_checkpoint(opt.init);
-  }
-  make_folder(opt.out_dir);
+  if (!resume && opt.init.empty()) fail("finetune needs --init, the pretrained checkpoint");
+  // The folder first, so that one holding a run is refused before any work; a wrong --init
+  // leaves nothing (a folder RunDir made for a run that saved no epoch is removed).
+  RunDir folder(opt.out_dir, "finetune", run_start(resume, overwrite));
   const RunFiles files(opt.out_dir);
+  TextCheckpoint pre;
+  if (!resume) pre = load_text_checkpoint(opt.init);
   TextCheckpoint ck;
   Start start;
   if (resume) {
@@ -640,7 +640,7 @@ TrainResult finetune(const LmOptions& options, bool resume) {
                  subset_note(m, "test").c_str(), 100 * m["test_acc"].get<double>(), mlm,
                  format_duration(m["seconds"].get<double>()).c_str());
   };
-  return run(model, tok, opt, files, start, job);
+  return run(model, tok, opt, folder, files, start, job);
 }
 
 }  // namespace gmlp

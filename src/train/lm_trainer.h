@@ -77,7 +77,9 @@ void save_text_checkpoint(const std::string& path, const TextModel<float>& model
 // Throws a one-line gmlp::Error naming the file if it is not a gmlp text checkpoint.
 TextCheckpoint load_text_checkpoint(const std::string& path);
 
-TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool resume);
-TrainResult finetune(const LmOptions& options, bool resume);
+// Both take their run folder as train() does (run_dir.h): a new run refuses a folder that holds
+// one unless `overwrite`; SIGINT or SIGTERM stops them between two steps with gmlp::Interrupted.
+TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool resume, bool overwrite = false);
+TrainResult finetune(const LmOptions& options, bool resume, bool overwrite = false);
 
 }  // namespace gmlp

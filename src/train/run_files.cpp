@@ -12,10 +12,10 @@ namespace gmlp {
 namespace fs = std::filesystem;
 
 RunFiles::RunFiles(const std::string& dir)
-    : checkpoint((fs::path(dir) / "checkpoint.safetensors").string()),
-      state((fs::path(dir) / "train_state.safetensors").string()),
-      metrics((fs::path(dir) / "metrics.jsonl").string()),
-      ema((fs::path(dir) / "checkpoint_ema.safetensors").string()) {}
+    : checkpoint((fs::path(dir) / kCheckpoint).string()),
+      state((fs::path(dir) / kState).string()),
+      metrics((fs::path(dir) / kMetrics).string()),
+      ema((fs::path(dir) / kEma).string()) {}
 
 uint64_t epoch_seed(uint64_t seed, int epoch) {
   return seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull * uint64_t(epoch + 1);
@@ -41,17 +41,24 @@ std::string training_summary(const nlohmann::json& options, const std::vector<nl
   return nlohmann::json{{"epochs", metrics.size()}, {"options", options}, {"last", last}, {"best", best}}.dump();
 }
 
-void save_run_state(const RunFiles& files, AdamW<float>& opt, const RunState& s,
-                    const std::vector<nlohmann::json>& metrics) {
+void save_epoch(RunDir& run, AdamW<float>& opt, const RunState& s,
+                const std::vector<nlohmann::json>& metrics, std::vector<EpochFile> checkpoints) {
   const int64_t P = int64_t(opt.m().size());
   const std::map<std::string, std::string> meta = {{"epoch", std::to_string(s.epoch)},
                                                    {"step", std::to_string(s.step)},
                                                    {"options", s.options.dump()},
                                                    {"adamw_steps", std::to_string(opt.steps())}};
-  st::save(files.state, {{"adamw.m", {P}, opt.m().data()}, {"adamw.v", {P}, opt.v().data()}}, meta);
-  std::string lines;
-  for (const auto& m : metrics) lines += m.dump() + "\n";
-  write_file_atomic(files.metrics, lines);
+  std::vector<EpochFile> files;
+  files.push_back({RunFiles::kState, [&](const std::string& path) {
+                     st::save(path, {{"adamw.m", {P}, opt.m().data()}, {"adamw.v", {P}, opt.v().data()}}, meta);
+                   }});
+  for (EpochFile& f : checkpoints) files.push_back(std::move(f));
+  files.push_back({RunFiles::kMetrics, [&](const std::string& path) {
+                     std::string lines;
+                     for (const auto& m : metrics) lines += m.dump() + "\n";
+                     write_file_atomic(path, lines);
+                   }});
+  run.commit(s.epoch, files);
 }
 
 RunState read_run_state(const RunFiles& files, std::vector<nlohmann::json>* metrics) {

@@ -1,9 +1,11 @@
 // The run folder every trainer keeps (image classification, MLM pretraining, finetuning):
-//   checkpoint.safetensors   the model, written atomically after every epoch
+//   checkpoint.safetensors   the model after the last complete epoch
 //   train_state.safetensors  AdamW moments and the marks --resume needs (epoch, step, options)
 //   checkpoint_ema.safetensors  the weights' moving average, when the run keeps one (--ema)
 //   metrics.jsonl            one JSON object per finished epoch
-// and the per-epoch RNG seeding that makes a resumed run continue exactly as an uninterrupted one.
+//   run.json, .lock          the manifest of the last committed epoch and the folder's lock
+// all written together after every epoch as one step (run_dir.h), and the per-epoch RNG seeding
+// that makes a resumed run continue exactly as an uninterrupted one.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +15,16 @@
 #include <vector>
 
 #include "train/optimizer.h"
+#include "train/run_dir.h"
 
 namespace gmlp {
 
 struct RunFiles {
-  std::string checkpoint, state, metrics, ema;
+  static constexpr const char* kCheckpoint = "checkpoint.safetensors";
+  static constexpr const char* kState = "train_state.safetensors";
+  static constexpr const char* kMetrics = "metrics.jsonl";
+  static constexpr const char* kEma = "checkpoint_ema.safetensors";
+  std::string checkpoint, state, metrics, ema;  // their paths in the folder
   explicit RunFiles(const std::string& dir);
 };
 
@@ -32,10 +39,11 @@ struct RunState {
   std::vector<float> m, v;  // AdamW moments (read back only)
 };
 
-// Writes the state (first: a crash between it and the checkpoint leaves a checkpoint one epoch
-// behind, which read_run_state's caller detects by the epoch marks) and metrics.jsonl.
-void save_run_state(const RunFiles& files, AdamW<float>& opt, const RunState& state,
-                    const std::vector<nlohmann::json>& metrics);
+// Commits epoch state.epoch to the run folder as one step (RunDir::commit): the state (the
+// moments, and state's marks), the `checkpoints` (the model's, the moving average's) and
+// metrics.jsonl, whose rows are `metrics`.
+void save_epoch(RunDir& run, AdamW<float>& opt, const RunState& state,
+                const std::vector<nlohmann::json>& metrics, std::vector<EpochFile> checkpoints);
 // Reads the state, and the metrics rows up to its epoch. Throws a one-line gmlp::Error naming
 // the file. restore_moments puts the moments into opt, checking they fit the model.
 RunState read_run_state(const RunFiles& files, std::vector<nlohmann::json>* metrics);

@@ -22,6 +22,7 @@
 #include "train/evaluate.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
+#include "train/run_dir.h"
 #include "train/run_files.h"
 
 namespace gmlp {
@@ -42,18 +43,19 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) { return j.get<Tra
 
 namespace {
 
-void save_run(const RunFiles& files, const Model<float>& model, const Model<float>* ema,
+void save_run(RunDir& run, const Model<float>& model, const Model<float>* ema,
               AdamW<float>& opt, const data::Normalization& norm,
               const std::vector<std::string>& classes, const TrainOptions& options, int epoch,
               int64_t step, const std::vector<nlohmann::json>& metrics) {
-  // The state goes first: a crash between the renames leaves a checkpoint one epoch behind
-  // its state, which resume detects by the epoch marks.
-  save_run_state(files, opt, RunState{epoch, step, opt.steps(), options.to_json(), {}, {}}, metrics);
   const std::map<std::string, std::string> marks = {{"epoch", std::to_string(epoch)},
                                                     {"step", std::to_string(step)},
                                                     {"training", training_summary(options.to_json(), metrics)}};
-  if (ema) save_checkpoint(files.ema, *ema, norm, classes, marks);
-  save_checkpoint(files.checkpoint, model, norm, classes, marks);
+  std::vector<EpochFile> checkpoints = {{RunFiles::kCheckpoint, [&](const std::string& path) {
+                                           save_checkpoint(path, model, norm, classes, marks);
+                                         }}};
+  if (ema)
+    checkpoints.push_back({RunFiles::kEma, [&](const std::string& path) { save_checkpoint(path, *ema, norm, classes, marks); }});
+  save_epoch(run, opt, RunState{epoch, step, opt.steps(), options.to_json(), {}, {}}, metrics, std::move(checkpoints));
 }
 
 // A checkpoint of the run in `files` that must be from the state's epoch.
@@ -62,22 +64,20 @@ Checkpoint load_at_epoch(const RunFiles& files, const std::string& path, int epo
   if (ck.metadata["epoch"] != std::to_string(epoch))
     fail("failed to resume: '", path, "' is from epoch ", ck.metadata["epoch"], " but '",
          files.state, "' from epoch ", epoch,
-         " (the run was killed while saving; delete the folder and start again)");
+         " (the folder was changed by hand; start again with --overwrite)");
   return ck;
 }
 
 }  // namespace
 
-TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, bool resume) {
+TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, bool resume, bool overwrite) {
   const auto t_start = std::chrono::steady_clock::now();
   TrainOptions opt = options_in;
   if (!(opt.ema_decay >= 0 && opt.ema_decay < 1))  // before the run folder exists
     fail("invalid --ema ", opt.ema_decay, ": the decay must be in [0, 1) (0: off)");
   if (opt.eval_limit < 0) fail("invalid --eval-limit ", opt.eval_limit, ": expected a count >= 1 (0: all)");
+  RunDir run(opt.out_dir, "train", resume ? RunStart::resume : overwrite ? RunStart::overwrite : RunStart::fresh);
   const RunFiles files(opt.out_dir);
-  std::error_code ec;
-  fs::create_directories(opt.out_dir, ec);
-  if (ec) fail("failed to create run folder '", opt.out_dir, "': ", ec.message());
 
   std::unique_ptr<Model<float>> model, ema;  // ema: the weights' moving average, when kept
   data::Normalization norm;
@@ -181,6 +181,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
   for (const auto& m : metrics) result.best_test_acc = std::max(result.best_test_acc, m.value("test_acc", 0.0));
 
   for (int epoch = start_epoch; epoch < opt.epochs; ++epoch) {
+    run.check_stop(opt.epochs);
     const auto t_epoch = std::chrono::steady_clock::now();
     Rng rng(epoch_seed(opt.seed, epoch));
     std::iota(order.begin(), order.end(), 0);
@@ -239,6 +240,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
                     100.0 * double(correct) / double(seen), lr, double(seen) / train_seconds,
                     flops_per_step * double(s + 1) / train_seconds / 1e9);
       progress.update(step + 1, line);
+      run.check_stop(opt.epochs);
     }
     progress.finish();
     const EvalResult ev = evaluate(*model, test_set, norm, {.items = &test_items, .progress = "test"});
@@ -274,7 +276,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
                  epoch + 1, opt.epochs, m["train_loss"].get<double>(), 100 * m["train_acc"].get<double>(),
                  subset.empty() ? "" : (" (" + subset + ")").c_str(), ev.loss, 100 * ev.accuracy,
                  ema_line.c_str(), m["images_per_s"].get<double>(), format_duration(seconds).c_str());
-    save_run(files, *model, ema.get(), adamw, norm, train_set.class_names, opt, epoch + 1, step, metrics);
+    save_run(run, *model, ema.get(), adamw, norm, train_set.class_names, opt, epoch + 1, step, metrics);
     ++result.epochs_run;
   }
   if (!metrics.empty()) {
@@ -283,6 +285,30 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return result;
+}
+
+bool holds_same_run(const ModelConfig& config, const TrainOptions& options) {
+  const RunDir run(options.out_dir, "train", RunStart::inspect);
+  if (run.epoch() == 0) return false;
+  const RunFiles files(options.out_dir);
+  // Every field the run was started with must match; its epochs may grow, its classes are the data's.
+  const auto shown = [](const nlohmann::json& v) { return v.is_number_float() ? cat(v.get<double>()) : v.dump(); };
+  const auto same = [&](nlohmann::json held, nlohmann::json wanted, const char* drop) {
+    held.erase(drop), wanted.erase(drop);
+    for (auto it = wanted.begin(); it != wanted.end(); ++it)
+      if (!held.contains(it.key()) || held[it.key()] != *it)
+        fail("'", options.out_dir, "' holds a run of ", run.epoch(), run.epoch() == 1 ? " epoch" : " epochs",
+             " with ", it.key(), " ", shown(held.value(it.key(), nlohmann::json())), ", not ", shown(*it),
+             ": give compare that run's options to continue it, or --overwrite to train it again");
+  };
+  same(read_run_state(files, nullptr).options, options.to_json(), "epochs");
+  const st::File checkpoint = st::File::open(files.checkpoint);
+  const auto config_meta = checkpoint.metadata().find("config");
+  nlohmann::json held_config;
+  if (config_meta != checkpoint.metadata().end())
+    held_config = nlohmann::json::parse(config_meta->second, nullptr, false);
+  same(held_config.is_object() ? held_config : nlohmann::json::object(), config.to_json(), "num_classes");
+  return true;
 }
 
 }  // namespace gmlp

@@ -1,8 +1,8 @@
 // The training loop for image classification: AdamW, warmup + cosine schedule, gradient
 // clipping, label smoothing, augmentation (crop, flip, random erasing, Mixup/CutMix with soft
 // targets), stochastic depth, per-epoch evaluation, progress on stderr, and
-// crash-safe output in one run folder:
-//   checkpoint.safetensors   the model (timm names), written atomically after every epoch
+// crash-safe output in one run folder, every epoch committed as one step (run_dir.h):
+//   checkpoint.safetensors   the model (timm names) after the last complete epoch
 //   train_state.safetensors  AdamW moments, step, epoch, options: what --resume needs
 //   metrics.jsonl            one JSON object per finished epoch
 //   checkpoint_ema.safetensors  the weights' moving average (--ema), as a checkpoint
@@ -58,7 +58,15 @@ struct TrainResult {
 };
 
 // Trains a new model of `config`, or, when resume is true, continues the run in options.out_dir
-// from its last checkpoint (its own config and options win, except epochs which may grow).
-TrainResult train(const ModelConfig& config, const TrainOptions& options, bool resume);
+// from its last checkpoint (its own config and options win, except epochs which may grow). A new
+// run refuses a folder that holds one unless `overwrite`. SIGINT or SIGTERM stops it between two
+// steps with gmlp::Interrupted (run_dir.h), the last complete epoch saved.
+TrainResult train(const ModelConfig& config, const TrainOptions& options, bool resume, bool overwrite = false);
+
+// For gmlp compare, which runs its command again to continue: true when options.out_dir holds a
+// run of this config and these options (epochs aside, which may grow), to continue with
+// train(..., resume = true); false when it holds none. A run of another config or other options
+// is a one-line gmlp::Error naming the first difference.
+bool holds_same_run(const ModelConfig& config, const TrainOptions& options);
 
 }  // namespace gmlp

@@ -105,7 +105,7 @@ def check_gmlp_to_timm(gmlp, workdir, timm_only):
                   metadata={"config": json.dumps(CONFIG_A), "mean": "[0.5]", "std": "[0.5]"})
     else:
         run_gmlp([gmlp, "train", "--preset", "fmnist-ti", "--epochs", "1", "--train-limit", "2048",
-                  "--batch-size", "64", "--out", run_dir, "--threads", "2", "--seed", "1"])
+                  "--batch-size", "64", "--out", run_dir, "--overwrite", "--threads", "2", "--seed", "1"])
     if not os.path.exists(ckpt):
         raise CheckFailed(f"gmlp->timm: gmlp train wrote no checkpoint at {ckpt}")
 
