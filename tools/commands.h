@@ -21,6 +21,7 @@ void add_bench(CLI::App& app);
 void add_viz(CLI::App& app);
 void add_compare(CLI::App& app);
 void add_text(CLI::App& app);  // pretrain, finetune, fill-mask
+void add_export(CLI::App& app);
 
 // --config FILE.json on every subcommand (config_file.cpp): add_config_option registers it, for
 // --help; expand_config turns the file's entries into arguments the command line does not give.

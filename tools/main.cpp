@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   gmlp::cli::add_viz(app);
   gmlp::cli::add_compare(app);
   gmlp::cli::add_text(app);
+  gmlp::cli::add_export(app);
   gmlp::cli::add_config_option(app);
   app.name(argv[0]);
   try {
