@@ -57,7 +57,7 @@ TEST(Checkpoint, TimmStateDictWithoutMetadataLoads) {
 TEST(Checkpoint, MissingTensor) {
   Tensors t;
   t.entries.erase(t.entries.begin() + 5);
-  expect_load_error(t.save("ck_missing.safetensors"), "tensor 'blocks.0.mlp_channels.fc1.bias' not found");
+  expect_load_error(t.save("ck_missing.safetensors"), "tensor 'blocks.0.mlp_channels.fc1.bias' is missing");
 }
 
 TEST(Checkpoint, UnexpectedTensor) {

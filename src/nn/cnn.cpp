@@ -196,7 +196,7 @@ double BasicBlock<T>::flops_per_image() const {
 
 // ---------------------------------------------------------------------------------------------
 template <class T>
-Cnn<T>::Cnn(const ModelConfig& config) : Model<T>(config) {
+Cnn<T>::Cnn(const ModelConfig& config, Storage storage) : Model<T>(config) {
   const ModelConfig& c = cfg_;
   c.validate();
   GMLP_CHECK(c.model == "cnn");
@@ -217,7 +217,7 @@ Cnn<T>::Cnn(const ModelConfig& config) : Model<T>(config) {
   }
   head_w_ = t.add("head.weight", {int64_t(c.num_classes), width()}, true);
   head_b_ = t.add("head.bias", {int64_t(c.num_classes)}, false);
-  this->allocate_params();
+  this->allocate_params(storage, c.to_json());
 }
 
 template <class T>

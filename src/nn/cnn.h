@@ -90,7 +90,7 @@ class BasicBlock {
 template <class T>
 class Cnn final : public Model<T> {
  public:
-  explicit Cnn(const ModelConfig& config);
+  explicit Cnn(const ModelConfig& config, Storage storage = Storage::allocate);
   void init(Rng& rng) override;
   // Training (batch statistics) only with rng and a training plan; else eval (running stats).
   const T* forward(const T* images, int64_t B, Rng* rng = nullptr) override;

@@ -1,6 +1,7 @@
 #include "nn/config.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -31,8 +32,11 @@ void ModelConfig::validate() const {
   need(in_chans > 0 && in_chans <= 64, "in_chans must be in 1..64", in_chans);
   need(depth > 0 && depth <= 1000, "depth must be in 1..1000", depth);
   need(dim > 0 && dim <= 65536, "dim must be in 1..65536", dim);
-  need(num_classes > 0 && num_classes <= 1000000, "num_classes must be positive", num_classes);
+  need(num_classes > 0 && num_classes <= 1000000, "num_classes must be in 1..1000000", num_classes);
   need(drop_path >= 0.f && drop_path < 1.f, "drop_path must be in [0, 1)", drop_path);
+  need(ln_eps > 0 && ln_eps <= 1, "ln_eps must be in (0, 1]", ln_eps);
+  need(gate_eps > 0 && gate_eps <= 1, "gate_eps must be in (0, 1]", gate_eps);
+  need(std::isfinite(init_scale) && std::abs(init_scale) <= 1e3, "init_scale must be finite, at most 1000 in size", init_scale);
   if (model == "cnn") return;
   need(patch_size > 0 && img_size % patch_size == 0, "patch_size must divide img_size", patch_size);
   need(tokens() <= 65536, "the patch grid must have at most 65536 tokens", tokens());

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/memory.h"
 #include "nn/cnn.h"
 #include "nn/token_model.h"
 
@@ -23,9 +24,31 @@ int64_t ParamTable::add(const std::string& name, std::vector<int64_t> shape, boo
   return p.offset;
 }
 
+namespace {
+int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }  // 64-byte aligned views of float
+}  // namespace
+
+template <class T>
+int64_t Arena<T>::size() const {
+  const int layers = layer_ + 1;
+  int64_t global = 0;
+  std::vector<int64_t> keep(layers, 0), temp(layers, 0);
+  for (const Request& r : requests_) {
+    if (r.region == Region::global) global += round16(r.n);
+    if (r.region == Region::keep) keep[r.layer] += round16(r.n);
+    if (r.region == Region::temp) temp[r.layer] += round16(r.n);
+  }
+  int64_t keep_total = 0, temp_max = 0;
+  for (int l = 0; l < layers; ++l) {
+    keep_total = training() ? keep_total + keep[l] : std::max(keep_total, keep[l]);
+    temp_max = std::max(temp_max, temp[l]);
+  }
+  return global + keep_total + temp_max;
+}
+
 template <class T>
 void Arena<T>::allocate(Buffer<T>& buf) {
-  auto round = [](int64_t n) { return (n + 15) / 16 * 16; };  // 64-byte aligned views
+  auto round = round16;
   const int layers = layer_ + 1;
   // Sizes: the global region in full; per layer, its keep and temp sums.
   int64_t global = 0;
@@ -43,6 +66,7 @@ void Arena<T>::allocate(Buffer<T>& buf) {
     keep_total = train ? keep_total + keep[l] : std::max(keep_total, keep[l]);
     temp_max = std::max(temp_max, temp[l]);
   }
+  GMLP_CHECK(global + keep_total + temp_max == size());
   buf.resize(size_t(global + keep_total + temp_max));
   T* base = buf.data();
   int64_t g_off = 0;
@@ -73,10 +97,61 @@ const ParamInfo& ParamModel<T>::param(const std::string& name) const {
   fail("the model has no parameter named '", name, "'");
 }
 
+namespace {
+
+std::string thousands_sep(int64_t n) {  // 17179869184 -> "17,179,869,184" (n >= 0)
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// "'blocks.0.mlp_channels.fc1.weight' [262144, 65536]: ffn 262144, dim 65536; depth 1000": the
+// largest tensor, and the config's fields whose values are its dimensions.
+std::string largest_tensor(const std::vector<ParamInfo>& params, const nlohmann::json& config) {
+  const ParamInfo* big = nullptr;
+  for (const ParamInfo& p : params)
+    if (!big || p.numel > big->numel) big = &p;
+  if (!big) return "";
+  std::string shape, fields;
+  for (int64_t d : big->shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  std::vector<std::string> named;
+  for (int64_t d : big->shape)
+    for (auto it = config.begin(); it != config.end(); ++it)
+      if (it->is_number_integer() && it->get<int64_t>() == d && d > 1 && it.key() != "depth" &&
+          std::find(named.begin(), named.end(), it.key()) == named.end()) {
+        named.push_back(it.key());
+        fields += (fields.empty() ? ": " : ", ") + it.key() + " " + std::to_string(d);
+      }
+  if (config.contains("depth")) fields += (fields.empty() ? ": " : "; ") + cat("depth ", config["depth"].dump());
+  return cat("its largest tensor is '", big->name, "' [", shape, "]", fields);
+}
+
+}  // namespace
+
 template <class T>
-void ParamModel<T>::allocate_params() {
-  w_.resize(size_t(table_.total()));
-  g_.resize(size_t(table_.total()));
+void ParamModel<T>::allocate_params(Storage storage, const nlohmann::json& config) {
+  const int64_t n = table_.total();
+  if (n > kMaxParams)
+    fail("invalid model config: ", thousands_sep(n), " parameters, more than the ",
+         thousands_sep(kMaxParams), " a model may have (", largest_tensor(table_.list(), config), ")");
+  check_fits_in_memory(2.0 * double(n) * sizeof(T),
+                       cat("the weights and gradients of a model of ", thousands_sep(n), " parameters"),
+                       cat(" (", largest_tensor(table_.list(), config), ")"));
+  if (storage == Storage::table_only) return;
+  w_.resize(size_t(n));
+  g_.resize(size_t(n));
+}
+
+template <class T>
+int64_t ParamModel<T>::plan_bytes(int64_t max_batch, Mode mode) {
+  GMLP_CHECK(max_batch > 0);
+  Arena<T> arena(mode);
+  lay_out(arena, max_batch);
+  return arena.size() * int64_t(sizeof(T));
 }
 
 template <class T>
@@ -84,6 +159,10 @@ void ParamModel<T>::plan(int64_t max_batch, Mode mode) {
   GMLP_CHECK(max_batch > 0);
   Arena<T> arena(mode);
   lay_out(arena, max_batch);
+  check_fits_in_memory(double(arena.size()) * sizeof(T),
+                       cat("the ", mode == Mode::train ? "training" : "inference", " activations of a batch of ",
+                           thousands_sep(max_batch)),
+                       " (lower --batch-size)");
   arena.allocate(acts_);
   max_batch_ = max_batch;
   mode_ = mode;
@@ -120,6 +199,12 @@ std::unique_ptr<Model<T>> make_model(const ModelConfig& config) {
   config.validate();
   if (config.model == "cnn") return std::make_unique<Cnn<T>>(config);
   return std::make_unique<TokenModel<T>>(config);
+}
+
+std::vector<ParamInfo> param_table(const ModelConfig& config) {
+  config.validate();
+  if (config.model == "cnn") return Cnn<float>(config, Storage::table_only).params();
+  return TokenModel<float>(config, Storage::table_only).params();
 }
 
 template class Arena<float>;

@@ -43,6 +43,15 @@ class ParamTable {
   std::vector<ParamInfo> params_;
 };
 
+// What a model's constructor does with its parameter table: allocate the weights and gradients
+// (a model to use), or fill in the table only (param_table: names, shapes and the size check,
+// so that a file or a config is checked before anything large is allocated).
+enum class Storage { allocate, table_only };
+
+// The most parameters a model may have: 8 GiB of float32 weights, as much again for their
+// gradients, twice that for AdamW's moments.
+inline constexpr int64_t kMaxParams = int64_t{1} << 31;
+
 // What plan() lays out memory for: training keeps every layer's activations for backward;
 // inference lets all layers share one layer's worth and has no backward scratch.
 enum class Mode { train, infer };
@@ -62,6 +71,8 @@ class Arena {
   void keep(T** p, int64_t n) { requests_.push_back({p, n, Region::keep, layer_}); }
   void temp(T** p, int64_t n) { requests_.push_back({p, n, Region::temp, layer_}); }
   void next_layer() { ++layer_; }
+  // Elements allocate() would allocate.
+  int64_t size() const;
   // Allocates buf and points every requested view into it (64-byte aligned each).
   void allocate(Buffer<T>& buf);
 
@@ -102,8 +113,11 @@ class ParamModel {
   // The reference implementation's initialisation (timm's where timm has the model).
   virtual void init(Rng& rng) = 0;
 
-  // Plans activations for batches of up to max_batch inputs. Must precede forward.
+  // Plans activations for batches of up to max_batch inputs. Must precede forward. Throws
+  // gmlp::Error naming --batch-size, before allocating, if they cannot fit in memory.
   void plan(int64_t max_batch, Mode mode = Mode::train);
+  // The bytes plan(max_batch, mode) would allocate; allocates nothing.
+  int64_t plan_bytes(int64_t max_batch, Mode mode = Mode::train);
   int64_t planned_batch() const { return max_batch_; }
   Mode planned_mode() const { return mode_; }
   size_t activation_bytes() const { return acts_.size() * sizeof(T); }
@@ -113,7 +127,10 @@ class ParamModel {
                     bool trainable = true) {
     return table_.add(name, std::move(shape), decay, trainable);
   }
-  void allocate_params();  // after the last add_param
+  // After the last add_param: checks the total against kMaxParams and memory (an error names
+  // the largest tensor and the fields of `config`, the model's JSON, that size it), then
+  // allocates unless storage is table_only.
+  void allocate_params(Storage storage, const nlohmann::json& config);
   virtual void lay_out(Arena<T>& arena, int64_t max_batch) = 0;
 
   ParamTable table_;
@@ -168,5 +185,9 @@ class Model : public ParamModel<T> {
 // Builds the model config.model names (validating the config first).
 template <class T>
 std::unique_ptr<Model<T>> make_model(const ModelConfig& config);
+
+// The parameters a model of `config` has (names, shapes, sizes), from a model built with
+// Storage::table_only: validates the config and its size, allocates no weights.
+std::vector<ParamInfo> param_table(const ModelConfig& config);
 
 }  // namespace gmlp

@@ -29,18 +29,22 @@ void TextConfig::validate() const {
   need(depth > 0 && depth <= 1000, "depth must be in 1..1000", depth);
   need(dim > 0 && dim <= 65536, "dim must be in 1..65536", dim);
   need(ffn > 0 && ffn <= 262144, "ffn must be in 1..262144", ffn);
-  need(num_classes >= 0, "num_classes must be >= 0", num_classes);
+  need(num_classes >= 0 && num_classes <= 1000000, "num_classes must be in 0..1000000", num_classes);
   need(drop_path >= 0 && drop_path < 1, "drop_path must be in [0, 1)", drop_path);
+  need(ln_eps > 0 && ln_eps <= 1, "ln_eps must be in (0, 1]", ln_eps);
+  need(gate_eps > 0 && gate_eps <= 1, "gate_eps must be in (0, 1]", gate_eps);
   if (model == "gmlp" || model == "amlp") {
     need(gate == "split" || gate == "multiplicative" || gate == "additive" || gate == "linear",
          "gate must be split, multiplicative, additive or linear", gate);
     need(gate != "split" || ffn % 2 == 0, "ffn must be even for the split gate", ffn);
   }
-  if (model == "amlp") need(attn_dim > 0, "attn_dim must be positive", attn_dim);
+  if (model == "amlp") need(attn_dim > 0 && attn_dim <= 4096, "attn_dim must be in 1..4096", attn_dim);
   if (model == "bert" || model == "bert_rel") need(heads > 0 && dim % heads == 0, "heads must divide dim", heads);
   if (model == "bert_rel") {
-    need(rel_buckets >= 4 && rel_buckets % 2 == 0, "rel_buckets must be even and >= 4", rel_buckets);
-    need(rel_max_distance > rel_buckets / 4, "rel_max_distance must exceed rel_buckets/4", rel_max_distance);
+    need(rel_buckets >= 4 && rel_buckets <= 1024 && rel_buckets % 2 == 0,
+         "rel_buckets must be even, in 4..1024", rel_buckets);
+    need(rel_max_distance > rel_buckets / 4 && rel_max_distance <= 1000000,
+         "rel_max_distance must exceed rel_buckets/4 and be at most 1000000", rel_max_distance);
   }
 }
 
@@ -89,7 +93,7 @@ int t5_bucket(int relative_position, int num_buckets, int max_distance) {
 }
 
 template <class T>
-TextModel<T>::TextModel(const TextConfig& config) : cfg_(config) {
+TextModel<T>::TextModel(const TextConfig& config, Storage storage) : cfg_(config) {
   cfg_.validate();
   const TextConfig& c = cfg_;
   ParamTable& t = this->table_;
@@ -102,8 +106,8 @@ TextModel<T>::TextModel(const TextConfig& config) : cfg_(config) {
   if (c.segments) seg_ = t.add("segment_embed.weight", {2, D}, true);
   if (c.model == "bert_rel") {
     rel_ = t.add("rel_bias.weight", {c.rel_buckets, c.heads}, true);
-    buckets_.resize(size_t(N * N));
-    for (int64_t i = 0; i < N; ++i)
+    buckets_.resize(storage == Storage::allocate ? size_t(N * N) : 0);
+    for (int64_t i = 0; i < N && !buckets_.empty(); ++i)
       for (int64_t j = 0; j < N; ++j)
         buckets_[i * N + j] = t5_bucket(int(j - i), c.rel_buckets, c.rel_max_distance);
   }
@@ -137,7 +141,7 @@ TextModel<T>::TextModel(const TextConfig& config) : cfg_(config) {
     cls_w_ = t.add("cls_head.weight", {c.num_classes, D}, true);
     cls_b_ = t.add("cls_head.bias", {c.num_classes}, false);
   }
-  this->allocate_params();
+  this->allocate_params(storage, c.to_json());
 }
 
 template <class T>
@@ -396,5 +400,9 @@ double TextModel<T>::flops_per_sequence() const {
 
 template class TextModel<float>;
 template class TextModel<double>;
+
+std::vector<ParamInfo> param_table(const TextConfig& config) {
+  return TextModel<float>(config, Storage::table_only).params();
+}
 
 }  // namespace gmlp

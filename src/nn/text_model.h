@@ -69,7 +69,7 @@ enum class TextHead { mlm, classifier };
 template <class T>
 class TextModel final : public ParamModel<T> {
  public:
-  explicit TextModel(const TextConfig& config);
+  explicit TextModel(const TextConfig& config, Storage storage = Storage::allocate);
   const TextConfig& config() const { return cfg_; }
   void init(Rng& rng) override;
 
@@ -127,5 +127,9 @@ class TextModel final : public ParamModel<T> {
   std::vector<T*> x_;
   T *dxf_ = nullptr, *dX_ = nullptr, *drows_ = nullptr;
 };
+
+// The parameters a text model of `config` has (names, shapes, sizes), from a model built with
+// Storage::table_only: validates the config and its size, allocates no weights.
+std::vector<ParamInfo> param_table(const TextConfig& config);
 
 }  // namespace gmlp

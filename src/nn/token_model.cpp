@@ -157,7 +157,7 @@ std::string Residual<T>::emit(OnnxBuilder& g, const std::string& x) const {
 
 // ---------------------------------------------------------------------------------------------
 template <class T>
-TokenModel<T>::TokenModel(const ModelConfig& config) : Model<T>(config) {
+TokenModel<T>::TokenModel(const ModelConfig& config, Storage storage) : Model<T>(config) {
   const ModelConfig& c = cfg_;
   c.validate();
   GMLP_CHECK(c.model != "cnn");
@@ -228,7 +228,7 @@ TokenModel<T>::TokenModel(const ModelConfig& config) : Model<T>(config) {
   }
   head_w_ = t.add("head.weight", {int64_t(c.num_classes), D}, true);
   head_b_ = t.add("head.bias", {int64_t(c.num_classes)}, false);
-  this->allocate_params();
+  this->allocate_params(storage, c.to_json());
 }
 
 template <class T>

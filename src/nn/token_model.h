@@ -77,7 +77,7 @@ class Residual {
 template <class T>
 class TokenModel final : public Model<T> {
  public:
-  explicit TokenModel(const ModelConfig& config);
+  explicit TokenModel(const ModelConfig& config, Storage storage = Storage::allocate);
   void init(Rng& rng) override;
   const T* forward(const T* images, int64_t B, Rng* rng = nullptr) override;
   void backward(const T* dlogits) override;

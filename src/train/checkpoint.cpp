@@ -24,6 +24,30 @@ void save_checkpoint(const std::string& path, const Model<float>& model,
   st::save(path, entries, meta);
 }
 
+void check_tensors(const st::File& file, const std::vector<ParamInfo>& table) {
+  int64_t total = 0;
+  for (const ParamInfo& p : table) total += p.numel;
+  // What the config asks for, in every message.
+  const std::string asked = cat(" (its config asks for ", table.size(), " tensors of ", total,
+                                " values in all; the file has ", file.tensors().size(), ")");
+  std::set<std::string> expected;
+  for (const ParamInfo& p : table) {
+    expected.insert(p.name);
+    const st::TensorInfo* t = file.find(p.name);
+    if (!t) fail("tensor '", p.name, "' is missing", asked);
+    if (t->shape != p.shape)
+      fail("tensor '", p.name, "' has shape ", st::shape_str(t->shape), ", expected ",
+           st::shape_str(p.shape), asked);
+    if (t->dtype != st::Dtype::F32 && t->dtype != st::Dtype::F16 && t->dtype != st::Dtype::BF16 &&
+        t->dtype != st::Dtype::F64)
+      fail("tensor '", p.name, "' has dtype ", st::dtype_name(t->dtype),
+           ", expected a floating-point dtype (F32, F16, BF16 or F64)");
+  }
+  for (const st::TensorInfo& t : file.tensors())
+    if (!expected.count(t.name) && !t.name.ends_with(".num_batches_tracked"))  // torch BN counter
+      fail("unexpected tensor '", t.name, "'", asked);
+}
+
 ModelConfig config_from_tensors(const st::File& file) {
   auto shape = [&](const std::string& name) {
     const st::TensorInfo* t = file.find(name);
@@ -117,8 +141,9 @@ Checkpoint load_checkpoint(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail("failed to load checkpoint '", path, "': metadata 'config' is malformed: ", e.what());
   }
-  try {
+  try {  // the config, then the tensors it asks for, before anything is allocated
     ck.config.validate();
+    check_tensors(file, param_table(ck.config));
   } catch (const Error& e) {
     fail("failed to load checkpoint '", path, "': ", e.what());
   }
@@ -138,21 +163,10 @@ Checkpoint load_checkpoint(const std::string& path) {
     if (!(s > 0)) fail("failed to load checkpoint '", path, "': metadata 'std' must be positive");
 
   ck.model = make_model<float>(ck.config);
-  std::set<std::string> expected;
-  for (const ParamInfo& p : ck.model->params()) {
-    expected.insert(p.name);
-    const st::TensorInfo* t = file.find(p.name);
-    if (t && t->dtype != st::Dtype::F32 && t->dtype != st::Dtype::F16 &&
-        t->dtype != st::Dtype::BF16 && t->dtype != st::Dtype::F64)
-      fail("failed to load checkpoint '", path, "': tensor '", p.name, "' has dtype ",
-           st::dtype_name(t->dtype), ", expected a floating-point dtype (F32, F16, BF16 or F64)");
+  for (const ParamInfo& p : ck.model->params()) {  // check_tensors has checked them all
     const std::vector<float> v = file.read_f32(p.name, p.shape);
     std::copy(v.begin(), v.end(), ck.model->weights() + p.offset);
   }
-  for (const st::TensorInfo& t : file.tensors())
-    if (!expected.count(t.name) && !t.name.ends_with(".num_batches_tracked"))  // torch BN counter
-      fail("failed to load checkpoint '", path, "': unexpected tensor '", t.name,
-           "' (not part of a ", ck.config.model, " with this config)");
   return ck;
 }
 

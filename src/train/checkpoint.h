@@ -33,6 +33,13 @@ void save_checkpoint(const std::string& path, const Model<float>& model,
 
 Checkpoint load_checkpoint(const std::string& path);
 
+// Checks that `file` holds exactly the tensors of `table` (param_table of its config): every
+// name, shape and a floating-point dtype, and no other tensor (torch's BatchNorm counters
+// aside). Runs before the model is allocated, so a small file whose config asks for a large
+// model fails at once. Throws gmlp::Error naming the first mismatch, for the caller to prefix
+// with the file.
+void check_tensors(const st::File& file, const std::vector<ParamInfo>& table);
+
 // The architecture of a gMLP state_dict, from its tensor shapes alone.
 ModelConfig config_from_tensors(const st::File& file);
 

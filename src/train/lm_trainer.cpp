@@ -66,6 +66,7 @@ TextCheckpoint load_text_checkpoint(const std::string& path) {
   try {
     ck.config = TextConfig::from_json(nlohmann::json::parse(meta("config")));
     ck.config.validate();
+    check_tensors(file, param_table(ck.config));  // before the model is allocated
   } catch (const nlohmann::json::exception& e) {
     fail("failed to load text checkpoint '", path, "': metadata 'config' is malformed: ", e.what());
   } catch (const Error& e) {
