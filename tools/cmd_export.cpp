@@ -82,7 +82,7 @@ void add_export(CLI::App& app) {
       if (!ck.class_names.empty()) m.metadata.push_back({"classes", nlohmann::json(ck.class_names).dump()});
       what = ck.config.model + " image classifier";
     }
-    m.doc = "gmlp " + what + ", exported from '" + args->checkpoint + "' by gmlp export";
+    m.doc = what + ", exported from '" + args->checkpoint + "' by gmlp export";  // "vit image classifier, ..."
     const std::string bytes = onnx::serialize(m);
     write_file_atomic(args->onnx, bytes);
     std::printf("%s: %s, opset %d, %s → %s, %zu nodes, %zu initializers, %.1f MB\n", args->onnx.c_str(), what.c_str(),
