@@ -59,8 +59,9 @@ expect_error "truncated data files" 1 "baddata" -- "$GMLP" train --preset fmnist
 expect_error "resume without a run" 1 "does not exist" -- "$GMLP" train --resume "$WORK/norun"
 expect_error "unknown --set field" 1 "has no field 'nope'" -- "$GMLP" train --set nope=1 --out "$WORK/x"
 expect_error "bad --set value" 1 "invalid model config: gate" -- "$GMLP" train --set gate=sideways --out "$WORK/x"
-expect_error "bad --random-erase" 1 "random-erase" -- "$GMLP" train --random-erase 2 --train-limit 100 --out "$WORK/x"
-expect_error "bad --ema" 1 "invalid --ema 1" -- "$GMLP" train --ema 1 --train-limit 100 --out "$WORK/x"
+expect_error "bad --random-erase" 2 "--random-erase: expected a number in \[0, 1\], found '2'" -- \
+  "$GMLP" train --random-erase 2 --train-limit 100 --out "$WORK/x"
+expect_error "bad --ema" 2 "--ema: expected a number in \[0, 1\), found '1'" -- "$GMLP" train --ema 1 --train-limit 100 --out "$WORK/x"
 
 # --- a short run: the loss falls, and resume equals an uninterrupted run (weights' average too) --
 run() { "$GMLP" train --preset fmnist-ti --train-limit 3000 --batch-size 100 --seed 7 --threads 2 --ema 0.9 "$@" 2>>"$WORK/train.log"; }
@@ -234,6 +235,90 @@ t = j["training"]
 assert t["epochs"] == 3 and t["options"]["preset"] == "fmnist-ti" and 0.5 < t["last"]["test_acc"] <= 1, t
 assert t["best"]["test_acc"] >= t["last"]["test_acc"] and "seconds" not in t["last"], t' &&
   ok "info --checkpoint --json has the classes and the run's record" || bad "info --checkpoint --json"
+
+# --- validation and limits (docs/reliability.md): a bad value is refused before any work -------
+for cmd in train pretrain finetune; do
+  expect_error "$cmd --lr nan is a usage error" 2 "--lr: expected a finite number >= 0, found 'nan'" -- \
+    "$GMLP" $cmd --lr nan --out "$WORK/v"
+  expect_error "$cmd --lr -1 is a usage error" 2 "--lr: expected a finite number >= 0, found '-1'" -- \
+    "$GMLP" $cmd --lr -1 --out "$WORK/v"
+done
+expect_error "pretrain --epochs 0" 2 "--epochs: expected a whole number >= 1, found '0'" -- "$GMLP" pretrain --epochs 0 --out "$WORK/v"
+expect_error "finetune --epochs -3" 2 "--epochs: expected a whole number >= 1, found '-3'" -- "$GMLP" finetune --epochs -3 --out "$WORK/v"
+expect_error "finetune --seq-len -5" 2 "--seq-len: expected a whole number in 0..8192, found '-5'" -- \
+  "$GMLP" finetune --seq-len -5 --out "$WORK/v"
+expect_error "compare --warmup-epochs inf" 2 "--warmup-epochs: expected a finite number >= 0, found 'inf'" -- \
+  "$GMLP" compare fmnist-ti --warmup-epochs inf --out "$WORK/v"
+expect_error "train --min-lr above --lr" 1 "invalid --min-lr 1: expected a number in \[0, 0.1\] \(at most --lr" -- \
+  "$GMLP" train --lr 0.1 --min-lr 1 --out "$WORK/v"
+expect_error "train --lr with a weight decay that flips the weights" 1 "invalid --lr 100 with --weight-decay 0.05: .* below 1, found 5" -- \
+  "$GMLP" train --lr 100 --out "$WORK/v"
+echo '{"label-smoothing": 1.5}' >"$WORK/vconfig.json"
+expect_error "a --config value passes the flag's check" 2 "--label-smoothing: expected a number in \[0, 1\), found '1.5'" -- \
+  "$GMLP" train --config "$WORK/vconfig.json" --out "$WORK/v"
+expect_error "--threads above the CPUs this process may use" 2 "--threads: expected a whole number in 0..[0-9]+, found '100000'" -- \
+  "$GMLP" eval --checkpoint "$CK" --threads 100000
+expect_error "--threads -2" 2 "--threads: expected a whole number in 0..[0-9]+, found '-2'" -- "$GMLP" train --threads -2 --out "$WORK/v"
+expect_error "predict --top -5" 2 "--top: expected a whole number >= 1, found '-5'" -- "$GMLP" predict --checkpoint "$CK" --top -5 "$WORK/boot.png"
+expect_error "fill-mask --top 0" 2 "--top: expected a whole number >= 1, found '0'" -- "$GMLP" fill-mask --checkpoint "$CK" --top 0 "[MASK]"
+expect_error "eval --seed -1" 2 "--seed: expected a whole number in 0..18446744073709551615, found '-1'" -- \
+  "$GMLP" eval --checkpoint "$CK" --eval-limit 10 --seed -1
+expect_error "bench --reps 0" 2 "--reps: expected a whole number >= 1, found '0'" -- "$GMLP" bench --preset fmnist-ti --reps 0
+expect_error "a model too large to allocate names its fields" 1 \
+  "invalid model config: .* more than the 2,147,483,648 a model may have .*\[262144, 65536\]: ffn 262144, dim 65536" -- \
+  "$GMLP" train --set dim=65536 --set ffn=262144 --out "$WORK/v"
+expect_error "bench --batch-size beyond memory" 1 "activations of a batch of 100,000,000 need .* \(lower --batch-size\)" -- \
+  "$GMLP" bench --preset fmnist-ti --batch-size 100000000
+truncate -s 2G "$WORK/huge.txt"  # sparse: nothing to read, 2 GiB to stat
+expect_error "pretrain on a corpus over the cap" 1 "failed to read corpus '.*huge.txt': the file is 2147483648 bytes, more than the 1024 MiB" -- \
+  "$GMLP" pretrain --corpus "$WORK/huge.txt" --out "$WORK/v"
+rm -f "$WORK/huge.txt"
+[ ! -e "$WORK/v" ] && ok "no refused command created its run folder" || bad "a refused command created $WORK/v"
+# eval: a batch larger than the images evaluated plans for those images only.
+"$GMLP" eval --checkpoint "$CK" --batch-size 10000000 --limit 50 --json | grep -q '"count": 50' &&
+  ok "eval --batch-size 10000000 --limit 50 runs on 50 images" || bad "eval with a batch larger than the split"
+# Output paths are probed before the work: under a file, in a missing folder.
+printf x >"$WORK/afile"
+expect_error "eval --logits under a file fails before evaluating" 1 "invalid --logits '.*afile/l.npy': '.*afile' is not a folder" -- \
+  "$GMLP" eval --checkpoint "$CK" --logits "$WORK/afile/l.npy"
+expect_error "eval --logits in a missing folder" 1 "invalid --logits '.*nodir/l.npy': its folder '.*nodir' does not exist" -- \
+  "$GMLP" eval --checkpoint "$CK" --logits "$WORK/nodir/l.npy"
+expect_error "viz --out under a file" 1 "invalid --out '.*afile/figs': '.*afile' is a file, expected a folder" -- \
+  "$GMLP" viz --metrics "$WORK/full/metrics.jsonl" --out "$WORK/afile/figs"
+# predict, as sha256sum: an unreadable image is reported on stderr, the others get whole lines.
+"$GMLP" predict --checkpoint "$CK" "$WORK/boot.png" "$WORK/bad.png" "$WORK/boot.png" >"$WORK/pred.out" 2>"$WORK/pred.err"
+status=$?
+if [ "$status" -eq 1 ] && [ "$(grep -c "^$WORK/boot.png: .* [0-9.]*$" "$WORK/pred.out")" -eq 2 ] &&
+   [ "$(wc -l <"$WORK/pred.out")" -eq 2 ] && [ "$(wc -l <"$WORK/pred.err")" -eq 1 ] && grep -q "bad.png" "$WORK/pred.err"
+then ok "predict reports an unreadable image, classifies the rest, exits 1"
+else bad "predict with an unreadable image: status $status, $(cat "$WORK/pred.out" "$WORK/pred.err")"; fi
+# A checkpoint of a few hundred bytes whose metadata asks for a 3 GB model: refused from its
+# header, before anything is allocated.
+python3 - "$WORK/tiny_big.safetensors" <<'PY'
+import json, struct, sys
+config = {"model": "gmlp", "img_size": 224, "in_chans": 3, "patch_size": 16, "depth": 30, "dim": 2048, "ffn": 8192}
+header = json.dumps({"__metadata__": {"format": "gmlp", "config": json.dumps(config)}}).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(header)) + header)
+PY
+start=$(date +%s.%N)
+expect_error "a small checkpoint asking for a large model" 1 \
+  "failed to load checkpoint '.*tiny_big.safetensors': tensor 'stem.proj.weight' is missing \(its config asks for .* the file has 0\)" -- \
+  "$GMLP" eval --checkpoint "$WORK/tiny_big.safetensors"
+python3 -c "import sys; t = float(sys.argv[2]) - float(sys.argv[1]); assert t < 2, t" "$start" "$(date +%s.%N)" &&
+  ok "  ... within 2 s" || bad "the small checkpoint asking for a large model took over 2 s"
+# An empty class folder is named.
+mkdir -p "$WORK/emptyclass/train/boot" "$WORK/emptyclass/train/coat" "$WORK/emptyclass/test/boot"
+cp "$WORK/boot.png" "$WORK/emptyclass/train/boot/" && cp "$WORK/boot.png" "$WORK/emptyclass/test/boot/"
+expect_error "an empty class folder" 1 "class folder '.*emptyclass/train/coat' has no .png, .jpg or .jpeg images" -- \
+  "$GMLP" eval --checkpoint "$CK" --data-dir "$WORK/emptyclass" --split train
+# A loss that explodes stops the run and names --lr (at --lr 10 it passes 100 times its start
+# within an epoch); the error is the last line, after the run's opening line.
+"$GMLP" train --preset fmnist-ti --train-limit 500 --batch-size 100 --epochs 2 --eval-limit 100 --lr 10 --threads 2 \
+  --out "$WORK/diverged" >/dev/null 2>"$WORK/diverged.err"
+status=$?
+if [ "$status" -eq 1 ] && tail -1 "$WORK/diverged.err" |
+     grep -qE "^gmlp: error: training diverged at step [0-9]+: the loss is .*, over 100 times the first step's .*lower --lr, now 10"
+then ok "a diverging run stops, naming --lr"; else bad "a diverging run: status $status, $(tail -1 "$WORK/diverged.err")"; fi
 
 # --- an image folder ({dir}/{split}/{class}/*.png): four Fashion-MNIST classes written as PNG ---
 if python3 - "$WORK/folder" <<'PY'
@@ -509,7 +594,7 @@ with safe_open(sys.argv[2] + "/train_state.safetensors", "np") as f:
     assert json.loads(f.metadata()["options"])["layer_decay"] == 1e-12
 PY
 then ok "finetune --layer-decay holds the lower layers back, the head at the full rate"; else bad "finetune --layer-decay: $(tail -3 "$WORK/ftld.log")"; fi
-expect_error "finetune --layer-decay out of range" 1 "invalid --layer-decay 0: expected a factor in \(0, 1\]" -- \
+expect_error "finetune --layer-decay out of range" 2 "--layer-decay: expected a number in \(0, 1\], found '0'" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --layer-decay 0 --out "$WORK/ftld0"
 # --drop-path: stochastic depth while finetuning, in the saved config (so --resume keeps it).
 if "$GMLP" finetune --init "$LMCK" --task ot-nt --drop-path 0.3 --epochs 1 --train-limit 32 \
@@ -524,7 +609,7 @@ with safe_open(sys.argv[1], "np") as f:
     assert json.loads(f.metadata()["config"])["drop_path"] == 0.3
 PY
 then ok "finetune --drop-path is in the run's config and survives --resume"; else bad "finetune --drop-path: $(tail -3 "$WORK/ftdp.log" "$WORK/ftdp2.log")"; fi
-expect_error "finetune --drop-path out of range" 1 "invalid --drop-path 1: expected a rate in \[0, 1\)" -- \
+expect_error "finetune --drop-path out of range" 2 "--drop-path: expected a number in \[0, 1\), found '1'" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --drop-path 1 --out "$WORK/ftdp1"
 expect_error "finetune --mask-prob without --mlm-weight is a usage error" 2 "--mask-prob applies only with --mlm-weight > 0" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --mask-prob 0.3 --out "$WORK/ftmp"
@@ -544,9 +629,9 @@ for r in rows:
     assert 0 < r["train_mlm_loss"] and 0 <= r["train_mlm_acc"] <= 1, r
 PY
 then ok "finetune --mlm-weight trains both losses and survives --resume"; else bad "finetune --mlm-weight: $(tail -3 "$WORK/ftmlm.log" "$WORK/ftmlm2.log")"; fi
-expect_error "finetune --mlm-weight negative" 1 "invalid --mlm-weight -1: expected a weight >= 0 \(0: off\)" -- \
+expect_error "finetune --mlm-weight negative" 2 "--mlm-weight: expected a finite number >= 0, found '-1'" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --mlm-weight -1 --out "$WORK/ftmlm1"
-expect_error "pretrain --mask-prob out of range" 1 "invalid --mask-prob 1.5: expected a probability in \[0, 1\]" -- \
+expect_error "pretrain --mask-prob out of range" 2 "--mask-prob: expected a number in \(0, 1\], found '1.5'" -- \
   "$GMLP" pretrain --preset kjv-gmlp --mask-prob 1.5 --out "$WORK/mp"
 [ ! -e "$WORK/mp" ] && ok "a bad --mask-prob creates no run folder" || bad "a bad --mask-prob created $WORK/mp"
 expect_error "finetune longer than pretraining" 1 "expected --seq-len <= the pretraining length 32, found 64" -- \

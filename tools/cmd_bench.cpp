@@ -91,9 +91,10 @@ void add_bench(CLI::App& app) {
   auto* ckpt = sub->add_option("--checkpoint", args->checkpoint,
                                "An image classifier checkpoint (.safetensors: gmlp train's, or a timm gMLP state_dict)");
   preset->excludes(ckpt);
-  sub->add_option("--batch-size", args->batch_size, "Batch of the training step and batched inference")->capture_default_str();
-  sub->add_option("--warmup", args->warmup, "Untimed repetitions first")->capture_default_str();
-  sub->add_option("--reps", args->reps, "Timed repetitions (each >= 0.3 s)")->capture_default_str();
+  sub->add_option("--batch-size", args->batch_size, "Batch of the training step and batched inference")
+      ->check(at_least(1))->capture_default_str();
+  sub->add_option("--warmup", args->warmup, "Untimed repetitions first")->check(at_least(0))->capture_default_str();
+  sub->add_option("--reps", args->reps, "Timed repetitions (each >= 0.3 s)")->check(at_least(1))->capture_default_str();
   sub->add_flag("--json", args->json, "Print one JSON object");
   sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
@@ -102,7 +103,6 @@ void add_bench(CLI::App& app) {
   sub->callback([args] {
     if (args->preset.empty() == args->checkpoint.empty())
       throw CLI::ValidationError("bench", "give exactly one of --preset or --checkpoint");
-    if (args->batch_size <= 0 || args->reps <= 0) fail("--batch-size and --reps must be positive");
     set_threads(args->threads);
     const Precision precision = use_precision(args->precision);
     const double rss_start = peak_rss_mb();
@@ -117,12 +117,12 @@ void add_bench(CLI::App& app) {
     const ModelConfig& cfg = model->config();
     const int64_t B = args->batch_size, K = cfg.num_classes;
     const int64_t image_size = int64_t(cfg.in_chans) * cfg.img_size * cfg.img_size;
+    model->plan(B);  // first: it refuses a batch whose activations cannot fit, naming --batch-size
     Rng rng(1);
     std::vector<float> input(B * image_size), probs(B * K), dlogits(B * K);
     for (auto& x : input) x = float(rng.normal());
     std::vector<int32_t> labels(B);
     for (auto& l : labels) l = int32_t(rng.below(K));
-    model->plan(B);
     AdamW<float> adamw(model->params(), AdamWConfig{});
     auto train_step = [&] {
       const float* logits = model->forward(input.data(), B, &rng);

@@ -176,6 +176,8 @@ void add_compare(CLI::App& app) {
       stop.command = "compare", stop.dir = args->out;
       return stop;
     };
+    for (const char* name : {"compare.md", "compare.json", "accuracy.png", "train_test.png"})  // before training
+      check_output_file((fs::path(args->out) / name).string(), "--out");
     std::vector<Row> rows;
     for (size_t i = 0; i < jobs.size(); ++i) {
       const Job& job = jobs[i];

@@ -1,5 +1,6 @@
 // gmlp eval: accuracy of a checkpoint on a split of Fashion-MNIST, CIFAR-10 or an image folder,
 // or a random subset of it, and optionally its logits.
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
@@ -47,11 +48,13 @@ void add_eval(CLI::App& app) {
   auto* limit = sub->add_option("--limit", args->limit, "Only the first N images, in file order (0: all)")
       ->check(at_least(0))->capture_default_str();
   auto* eval_limit = add_eval_limit_option(*sub, args->eval_limit, "images", false);
-  sub->add_option("--seed", args->seed, "Seed of --eval-limit's draw (a run's --seed draws its subset)")->capture_default_str();
+  sub->add_option("--seed", args->seed, "Seed of --eval-limit's draw (a run's --seed draws its subset)")
+      ->check(seed_value())->capture_default_str();
   auto* logits = sub->add_option("--logits", args->logits,
                                  "Write the logits as float32 .npy of shape [N, K], one row per image in file order");
   eval_limit->excludes(limit)->excludes(logits);
-  sub->add_option("--batch-size", args->batch_size, "Images per forward pass")->check(at_least(1))->capture_default_str();
+  sub->add_option("--batch-size", args->batch_size, "Images per forward pass (at most the images evaluated)")
+      ->check(at_least(1))->capture_default_str();
   sub->add_option("--data-dir", args->data_dir, kDataDirHelp);
   sub->add_flag("--json", args->json, "Print one JSON object");
   sub->add_flag("--tta-flip", args->tta_flip, "Average each image's logits with its mirror image's (test-time augmentation)");
@@ -59,16 +62,18 @@ void add_eval(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
   add_threads_option(*sub, args->threads);
   sub->callback([args] {
+    if (!args->logits.empty()) check_output_file(args->logits, "--logits");  // before the work
     set_threads(args->threads);
     use_precision(args->precision);
     Checkpoint ck = load_checkpoint(args->checkpoint);
     const data::ImageSet set = data::load_images(args->data_dir, args->split, ck.config.in_chans, ck.config.img_size);
     check_compatible(ck.config, set, args->data_dir);
     check_same_classes(ck.class_names, set.class_names, args->checkpoint, args->data_dir);
-    ck.model->plan(args->batch_size, Mode::infer);
     // The images: all, the first --limit, or --eval-limit drawn by --seed as train draws them.
     std::vector<int64_t> items = eval_subset(set.count, args->eval_limit, args->seed);
     if (args->limit > 0 && args->limit < set.count) items.resize(size_t(args->limit));
+    // A batch larger than the images evaluated would only plan memory for images there are not.
+    ck.model->plan(std::min<int64_t>(args->batch_size, std::max<int64_t>(1, int64_t(items.size()))), Mode::infer);
     const std::string whole = eval_limit_note(args->eval_limit, set.count, args->split + " images");
     if (!whole.empty()) std::fprintf(stderr, "gmlp: %s\n", whole.c_str());
     std::vector<float> logits;

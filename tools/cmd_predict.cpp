@@ -1,6 +1,7 @@
 // gmlp predict: the top classes of PNG/JPEG images under a checkpoint, through the library's
 // public Classifier (include/gmlp/classifier.h).
 #include <cstdio>
+#include <stdexcept>
 
 #include "commands.h"
 #include "core/threads.h"
@@ -25,13 +26,27 @@ void add_predict(CLI::App& app) {
   sub->callback([args] {
     set_threads(args->threads);
     Classifier model(args->checkpoint);
+    // As sha256sum does: a file that cannot be read or decoded is reported on stderr and the
+    // rest are still classified; stdout gets whole lines only; the exit status says if any failed.
+    int failed = 0;
     for (const std::string& path : args->images) {
-      std::printf("%s:", path.c_str());
-      const char* sep = "";
-      for (const Prediction& p : model.classify(path, args->top))
-        std::printf("%s %s %.4f", sep, p.name.c_str(), p.probability), sep = ",";
-      std::printf("\n");
+      std::string line = path + ":";
+      try {
+        const char* sep = "";
+        for (const Prediction& p : model.classify(path, args->top)) {
+          char probability[32];
+          std::snprintf(probability, sizeof probability, " %.4f", p.probability);
+          line.append(sep).append(" ").append(p.name).append(probability);
+          sep = ",";
+        }
+      } catch (const std::runtime_error& e) {
+        std::fprintf(stderr, "gmlp: error: %s\n", e.what());
+        ++failed;
+        continue;
+      }
+      std::printf("%s\n", line.c_str());
     }
+    if (failed) throw Reported{};  // exit status 1, the errors already on stderr
   });
 }
 

@@ -29,23 +29,26 @@ const std::vector<std::string> kResumeFlags = {"--resume", "--epochs", "--thread
 // one's terms.
 void add_lm_flags(CLI::App& sub, LmFlags& f, bool finetune) {
   LmOptions& o = f.opt;
-  f.epochs = sub.add_option("--epochs", o.epochs, "Epochs (default: the preset's)");
+  f.epochs = sub.add_option("--epochs", o.epochs, "Epochs (default: the preset's)")->check(at_least(1));
   f.batch = finetune ? sub.add_option("--batch-size", o.batch_size, "Examples per step")->capture_default_str()
                      : sub.add_option("--batch-size", o.batch_size, "Sequences per step (default: the preset's)");
-  f.lr = sub.add_option("--lr", o.lr, "Peak learning rate (default: the preset's)");
-  sub.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
-  sub.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str();
-  sub.add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")->capture_default_str();
-  sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->capture_default_str();
+  f.batch->check(at_least(1));
+  f.lr = sub.add_option("--lr", o.lr, "Peak learning rate (default: the preset's)")->check(real_in(0, INFINITY));
+  sub.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")->check(real_in(0, INFINITY))->capture_default_str();
+  sub.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->check(real_in(0, INFINITY))->capture_default_str();
+  sub.add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")->check(real_in(0, INFINITY))->capture_default_str();
+  sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->check(real_in(0, INFINITY))->capture_default_str();
   sub.add_option("--mask-prob", o.mask_prob,
                  finetune ? "Share of tokens masked for --mlm-weight's loss (BERT: 0.15, of which 80/10/10)"
-                          : "Share of tokens masked (BERT: 0.15, of which 80/10/10)")->capture_default_str();
+                          : "Share of tokens masked (BERT: 0.15, of which 80/10/10)")
+      ->check(real_in(0, 1, Ends::open_closed))->capture_default_str();
   sub.add_option("--seed", o.seed,
                  finetune ? "Seed of the head's initialisation, order, --train-limit's and --eval-limit's draws"
-                          : "Seed of initialisation, order, masking and --eval-limit's draw")->capture_default_str();
+                          : "Seed of initialisation, order, masking and --eval-limit's draw")
+      ->check(seed_value())->capture_default_str();
   sub.add_option("--train-limit", o.train_limit,
                  finetune ? "Train on N examples drawn at random, fixed by --seed (0: all)"
-                          : "Train on the first N sequences only (0: all)")->capture_default_str();
+                          : "Train on the first N sequences only (0: all)")->check(at_least(0))->capture_default_str();
   add_eval_limit_option(sub, o.eval_limit, finetune ? "dev and test examples" : "dev sequences (and dev pairs, with --nsp)");
   sub.add_option("--precision", o.precision, "Matrix products: f32, or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
@@ -86,6 +89,7 @@ TextConfig apply_text_sets(TextConfig cfg, const std::vector<std::string>& sets)
     fail("invalid --set: ", e.what());
   }
   cfg.validate();
+  param_table(cfg);  // its size, before any work
   return cfg;
 }
 
@@ -107,7 +111,8 @@ void add_text(CLI::App& app) {
     sub->add_option("--preset", args->preset, "Text model preset: kjv-gmlp, kjv-amlp, kjv-bert, kjv-bert-rel")->capture_default_str();
     sub->add_option("--set", args->f.sets, "Override a text config field, e.g. --set gate=additive --set depth=6");
     sub->add_option("--corpus", args->f.opt.corpus, "A text file, one document per line, split by line index (default: the KJV)");
-    sub->add_option("--vocab-size", args->f.opt.vocab_size, "SentencePiece vocabulary, learned on the train split")->capture_default_str();
+    sub->add_option("--vocab-size", args->f.opt.vocab_size, "SentencePiece vocabulary, learned on the train split")
+        ->check(whole_in(text::Tokenizer::kNumReserved + 1, 1000000))->capture_default_str();
     sub->add_flag("--nsp", args->f.opt.nsp,
                   "Add BERT's next-sentence objective (the KJV): train on pairs of passages, half "
                   "of them with B from elsewhere, and a [CLS] head that tells them apart");
@@ -151,7 +156,8 @@ void add_text(CLI::App& app) {
         ->check(CLI::IsMember({"ot-nt", "genre", "next-verse"}));
     sub->add_option("--seq-len", f->opt.seq_len,
                     "Finetune at a shorter length than pretraining: length-sized tensors keep their "
-                    "leading block (0: the pretrained length)")->capture_default_str();
+                    "leading block (0: the pretrained length)")
+        ->check(whole_in(0, 8192, "0: the pretrained length; else at least 3, 5 for next-verse"))->capture_default_str();
     sub->add_option("--segments", f->opt.segments,
                     "Segment (token-type) embeddings, BERT's marker of a pair's second segment: "
                     "auto (on for next-verse), on, off")
@@ -159,14 +165,14 @@ void add_text(CLI::App& app) {
     sub->add_option("--layer-decay", f->opt.layer_decay,
                     "Layer-wise learning-rate decay (ELECTRA, BEiT): block i of L learns at "
                     "decay^(L-i) times --lr, the embeddings at decay^(L+1), the head at --lr (1: off)")
-        ->capture_default_str();
+        ->check(real_in(0, 1, Ends::open_closed))->capture_default_str();
     sub->add_option("--drop-path", f->opt.drop_path,
                     "Stochastic depth while finetuning (DeiT, BEiT: 0.1): the last block's rate, "
-                    "linear in depth from 0 at the first")->capture_default_str();
+                    "linear in depth from 0 at the first")->check(real_in(0, 1, Ends::closed_open))->capture_default_str();
     sub->add_option("--mlm-weight", f->opt.mlm_weight,
                     "Keep the masked-token loss while finetuning, this weighted, beside the task's: "
                     "the inputs are masked as in pretraining (--mask-prob) (0: off)")
-        ->capture_default_str();
+        ->check(real_in(0, INFINITY))->capture_default_str();
     add_lm_flags(*sub, *f, true);
     f->lr->description("Peak learning rate")->capture_default_str();
     f->epochs->description("Epochs")->capture_default_str();
@@ -199,7 +205,7 @@ void add_text(CLI::App& app) {
     CLI::App* sub = app.add_subcommand("fill-mask", "Print the top predictions for each [MASK] in a text");
     sub->add_option("--checkpoint", args->checkpoint, "A text checkpoint (gmlp pretrain's or finetune's)")->required();
     sub->add_option("text", args->text, "Text with one or more [MASK]")->required();
-    sub->add_option("--top", args->top, "Predictions per [MASK]")->capture_default_str();
+    sub->add_option("--top", args->top, "Predictions per [MASK]")->check(at_least(1))->capture_default_str();
     add_threads_option(*sub, args->threads);
     sub->callback([args] {
       set_threads(args->threads);

@@ -1,12 +1,14 @@
 // gmlp train: trains an image classifier (Fashion-MNIST, CIFAR-10 or an image folder) from a
 // preset, or resumes a run.
 // The training flags are shared with gmlp compare (add_train_flags / resolve_training).
+#include <cmath>
 #include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
 #include "core/error.h"
 #include "core/threads.h"
+#include "train/guards.h"
 
 namespace gmlp::cli {
 
@@ -36,26 +38,6 @@ const TextPreset& text_preset(const std::string& name) {
   return find_text_preset(name);
 }
 
-void add_threads_option(CLI::App& sub, int& threads) {
-  sub.add_option("--threads", threads, "Threads for matrix products and loops (0: all cores)")
-      ->capture_default_str();
-}
-
-CLI::Validator at_least(long long min, const std::string& hint) {
-  return CLI::Validator(
-      [min, hint](std::string& value) -> std::string {
-        try {
-          size_t end = 0;
-          const long long n = std::stoll(value, &end);
-          if (end == value.size() && n >= min) return "";
-        } catch (const std::exception&) {
-        }
-        return "expected a whole number >= " + std::to_string(min) + ", found '" + value + "'" +
-               (hint.empty() ? "" : " (" + hint + ")");
-      },
-      "");
-}
-
 CLI::Option* add_eval_limit_option(CLI::App& sub, int& limit, const std::string& items, bool training) {
   const std::string which = training ? ", the same every epoch so curves compare"
                                      : ": the ones train --eval-limit N --seed S evaluated on";
@@ -69,26 +51,31 @@ CLI::Option* add_eval_limit_option(CLI::App& sub, int& limit, const std::string&
 
 void add_train_flags(CLI::App& sub, TrainFlags& f) {
   TrainOptions& o = f.opt;
-  f.epochs = sub.add_option("--epochs", o.epochs, "Epochs (default: the preset's)");
-  f.batch = sub.add_option("--batch-size", o.batch_size, "Images per step (default: the preset's)");
-  f.lr = sub.add_option("--lr", o.lr, "Peak learning rate (default: the preset's)");
-  f.wd = sub.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay (default: the preset's; DeiT 0.05)");
-  sub.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str();
-  sub.add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")->capture_default_str();
-  sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->capture_default_str();
-  sub.add_option("--label-smoothing", o.label_smoothing, "Label smoothing (DeiT 0.1)")->capture_default_str();
-  sub.add_option("--crop-padding", o.crop_padding, "Random-crop padding in pixels (0: off)")->capture_default_str();
+  const auto closed = Ends::closed, below_one = Ends::closed_open;
+  f.epochs = sub.add_option("--epochs", o.epochs, "Epochs (default: the preset's)")->check(at_least(1));
+  f.batch = sub.add_option("--batch-size", o.batch_size, "Images per step (default: the preset's)")->check(at_least(1));
+  f.lr = sub.add_option("--lr", o.lr, "Peak learning rate (default: the preset's)")->check(real_in(0, INFINITY));
+  f.wd = sub.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay (default: the preset's; DeiT 0.05)")
+             ->check(real_in(0, INFINITY));
+  sub.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->check(real_in(0, INFINITY))->capture_default_str();
+  sub.add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")->check(real_in(0, INFINITY))->capture_default_str();
+  sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->check(real_in(0, INFINITY))->capture_default_str();
+  sub.add_option("--label-smoothing", o.label_smoothing, "Label smoothing (DeiT 0.1)")->check(real_in(0, 1, below_one))->capture_default_str();
+  sub.add_option("--crop-padding", o.crop_padding, "Random-crop padding in pixels (0: off)")->check(whole_in(0, 4096))->capture_default_str();
   sub.add_flag_callback("--no-hflip", [&o] { o.hflip = false; }, "Disable random horizontal flips");
-  sub.add_option("--mixup", o.mixup_alpha, "Mixup: λ ~ Beta(α, α) (0: off; DeiT 0.8)")->capture_default_str();
-  sub.add_option("--cutmix", o.cutmix_alpha, "CutMix: λ ~ Beta(α, α) (0: off; DeiT 1.0)")->capture_default_str();
-  sub.add_option("--mix-prob", o.mix_prob, "Chance a batch is mixed when Mixup or CutMix is on (DeiT 1.0)")->capture_default_str();
-  sub.add_option("--switch-prob", o.switch_prob, "Chance of CutMix rather than Mixup when both are on (DeiT 0.5)")->capture_default_str();
-  sub.add_option("--random-erase", o.erase_prob, "Random erasing probability per image (0: off; DeiT 0.25)")->capture_default_str();
-  sub.add_option("--ema", o.ema_decay, "Keep a moving average of the weights with this decay per step, evaluated each epoch and saved as checkpoint_ema.safetensors (0: off; DeiT 0.99996)")->capture_default_str();
-  sub.add_option("--drop-path", f.drop_path, "Stochastic depth of the last block, linear in depth from 0 (default: the preset's; DeiT-S 0.1)");
+  sub.add_option("--mixup", o.mixup_alpha, "Mixup: λ ~ Beta(α, α) (0: off; DeiT 0.8)")->check(real_in(0, 1000, closed))->capture_default_str();
+  sub.add_option("--cutmix", o.cutmix_alpha, "CutMix: λ ~ Beta(α, α) (0: off; DeiT 1.0)")->check(real_in(0, 1000, closed))->capture_default_str();
+  sub.add_option("--mix-prob", o.mix_prob, "Chance a batch is mixed when Mixup or CutMix is on (DeiT 1.0)")->check(real_in(0, 1))->capture_default_str();
+  sub.add_option("--switch-prob", o.switch_prob, "Chance of CutMix rather than Mixup when both are on (DeiT 0.5)")->check(real_in(0, 1))->capture_default_str();
+  sub.add_option("--random-erase", o.erase_prob, "Random erasing probability per image (0: off; DeiT 0.25)")->check(real_in(0, 1))->capture_default_str();
+  sub.add_option("--ema", o.ema_decay, "Keep a moving average of the weights with this decay per step, evaluated each epoch and saved as checkpoint_ema.safetensors (0: off; DeiT 0.99996)")
+      ->check(real_in(0, 1, below_one))->capture_default_str();
+  sub.add_option("--drop-path", f.drop_path, "Stochastic depth of the last block, linear in depth from 0 (default: the preset's; DeiT-S 0.1)")
+      ->check(real_in(0, 1, below_one));
   sub.add_option("--set", f.sets, "Override a model config field, e.g. --set gate=additive --set dim=96 (see `gmlp info --json`)");
-  sub.add_option("--seed", o.seed, "Seed of initialisation, order, augmentation and --eval-limit's draw")->capture_default_str();
-  sub.add_option("--train-limit", o.train_limit, "Train on the first N images only (0: all)")->capture_default_str();
+  sub.add_option("--seed", o.seed, "Seed of initialisation, order, augmentation and --eval-limit's draw")
+      ->check(seed_value())->capture_default_str();
+  sub.add_option("--train-limit", o.train_limit, "Train on the first N images only (0: all)")->check(at_least(0))->capture_default_str();
   add_eval_limit_option(sub, o.eval_limit, "test images");
   sub.add_option("--data-dir", o.data_dir, kDataDirHelp);
   sub.add_option("--precision", o.precision, "Matrix products: f32, or bf16 (fp32 accumulation and master weights)")
@@ -124,6 +111,7 @@ ModelConfig apply_sets(ModelConfig cfg, const std::vector<std::string>& sets) {
     fail("invalid --set: ", e.what());
   }
   cfg.validate();
+  param_table(cfg);  // its size, before any work
   return cfg;
 }
 
@@ -136,7 +124,12 @@ std::pair<ModelConfig, TrainOptions> resolve_training(const Preset& p, const Tra
   if (!f.batch->count()) opt.batch_size = p.train.batch_size;
   if (!f.lr->count()) opt.lr = p.train.lr;
   if (!f.wd->count()) opt.weight_decay = p.train.weight_decay;
-  if (opt.epochs <= 0) fail("invalid --epochs ", opt.epochs, ": must be positive");
+  // The ranges across options (--min-lr <= --lr, warmup within the run, ...) and the preset's
+  // values, before any folder or file: the validators above checked each given value alone.
+  validate_options(opt);
+  if (opt.crop_padding >= cfg.img_size)
+    fail("invalid --crop-padding ", opt.crop_padding, ": expected less than the image side, ", cfg.img_size,
+         " (a larger shift leaves only padding)");
   return {cfg, opt};
 }
 

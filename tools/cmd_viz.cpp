@@ -40,6 +40,7 @@ void add_viz(CLI::App& app) {
   sub->callback([args, metrics_of] {
     if (args->checkpoint.empty() && args->metrics.empty())
       throw CLI::ValidationError("viz", "give --checkpoint, --metrics, or both");
+    check_output_folder(args->out, "--out");
     // Everything is read and checked before the first file is written.
     Checkpoint ck;
     std::string matrix;  // the learned token-mixing matrix: gMLP/aMLP's gate projection, ResMLP's linear_tokens

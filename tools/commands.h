@@ -22,6 +22,8 @@ void add_viz(CLI::App& app);
 void add_compare(CLI::App& app);
 void add_text(CLI::App& app);  // pretrain, finetune, fill-mask
 void add_export(CLI::App& app);
+// Every subcommand above and --config, as `gmlp` has them (main.cpp; fuzz/fuzz_config.cpp).
+void add_commands(CLI::App& app);
 
 // --config FILE.json on every subcommand (config_file.cpp): add_config_option registers it, for
 // --help; expand_config turns the file's entries into arguments the command line does not give.
@@ -38,12 +40,30 @@ inline constexpr const char* kDataDirHelp =
 const Preset& image_preset(const std::string& name);
 const TextPreset& text_preset(const std::string& name);
 
-// --threads, shared by every subcommand: 0 = all cores this process may use.
+// --threads, shared by every subcommand: 0 = all cores this process may use; more than those
+// (available_cpus) is a usage error.
 void add_threads_option(CLI::App& sub, int& threads);
 
-// A whole number >= min, else a usage error naming the flag: "--eval-limit: expected a whole
-// number >= 1, found '0' (hint)".
+// Validators of numeric options (validators.cpp), shared by every subcommand: a value out of
+// range is a usage error naming the flag, what was expected and what was found, e.g.
+// "--eval-limit: expected a whole number >= 1, found '0' (hint)".
 CLI::Validator at_least(long long min, const std::string& hint = "");
+CLI::Validator whole_in(long long min, long long max, const std::string& hint = "");
+// A seed: a whole number that fits 64 bits unsigned ("-1" would wrap to 2^64 - 1).
+CLI::Validator seed_value();
+// A finite number (nan and inf are refused) between lo and hi, each end included or not;
+// hi = INFINITY: no upper bound. "--lr: expected a finite number >= 0, found 'nan'".
+enum class Ends { closed, open, closed_open, open_closed };
+CLI::Validator real_in(double lo, double hi, Ends ends = Ends::closed, const std::string& hint = "");
+
+// Thrown by a command that has printed its errors itself (predict, one line per unreadable
+// image) and must still exit with status 1.
+struct Reported {};
+
+// Probes an output file or folder for writing before a command's work (io/writable.h); failure
+// is one line naming the flag: "invalid --logits 'out/l.npy': its folder 'out' does not exist".
+void check_output_file(const std::string& path, const std::string& flag);
+void check_output_folder(const std::string& dir, const std::string& flag);
 
 // --eval-limit N, shared by train, compare, eval, pretrain and finetune: evaluate on N `items`
 // ("test images") drawn at random by --seed (train/eval_subset.h), every epoch when `training`.

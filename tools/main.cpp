@@ -57,16 +57,7 @@ int main(int argc, char** argv) {
   // Version, commit, compiler, build, CPU features: what a bug report needs, in three lines.
   app.set_version_flag("--version", [] { return gmlp::version_report(); },
                        "Print the version, the build and this CPU's features, then exit");
-  gmlp::cli::add_train(app);
-  gmlp::cli::add_eval(app);
-  gmlp::cli::add_predict(app);
-  gmlp::cli::add_info(app);
-  gmlp::cli::add_bench(app);
-  gmlp::cli::add_viz(app);
-  gmlp::cli::add_compare(app);
-  gmlp::cli::add_text(app);
-  gmlp::cli::add_export(app);
-  gmlp::cli::add_config_option(app);
+  gmlp::cli::add_commands(app);
   app.name(argv[0]);
   try {
     std::vector<std::string> args = gmlp::cli::expand_config(app, {argv + 1, argv + argc});
@@ -81,6 +72,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
+  } catch (const gmlp::cli::Reported&) {
+    return 1;
   } catch (const gmlp::Interrupted& stop) {
     return report_stop(stop, argc, argv);
   } catch (const gmlp::Error& e) {

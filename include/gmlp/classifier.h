@@ -53,7 +53,7 @@ class Classifier {
 };
 
 // Threads for everything parallel in this process (OpenMP and oneDNN); n <= 0: every core the
-// process may use.
+// process may use. More than 1024 throws std::runtime_error.
 void set_threads(int n);
 
 }  // namespace gmlp

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/memory.h"
 #include "data/cifar.h"
 #include "io/image.h"
 
@@ -67,9 +68,14 @@ ImageSet load_image_folder(const std::string& root, const std::string& split, in
     if (it == names.end())
       fail("failed to read image folder '", split_dir.string(), "': class '", d.filename().string(),
            "' is not a class of '", (fs::path(root) / "train").string(), "'");
-    for (auto& f : sorted_entries(d, [](const fs::directory_entry& e) {
-           return !e.is_directory() && is_image_file(e.path());
-         })) {
+    std::vector<fs::path> images = sorted_entries(d, [](const fs::directory_entry& e) {
+      return !e.is_directory() && is_image_file(e.path());
+    });
+    // A class folder without images is a copy that went wrong, not a class with no examples.
+    if (images.empty())
+      fail("failed to read image folder '", split_dir.string(), "': class folder '", d.string(),
+           "' has no .png, .jpg or .jpeg images");
+    for (auto& f : images) {
       files.push_back(std::move(f));
       labels.push_back(uint8_t(it - names.begin()));
     }
@@ -80,6 +86,9 @@ ImageSet load_image_folder(const std::string& root, const std::string& split, in
     fail("failed to read image folder '", split_dir.string(),
          "': no .png, .jpg or .jpeg images in its class folders");
 
+  check_fits_in_memory(double(files.size()) * channels * size * size,
+                       cat("failed to read image folder '", split_dir.string(), "': the pixels of its ",
+                           files.size(), " images at ", channels, "x", size, "x", size));
   ImageSet set;
   set.count = int(files.size());
   set.channels = channels, set.height = size, set.width = size;

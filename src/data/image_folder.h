@@ -18,8 +18,9 @@ bool is_image_folder(const std::string& root);
 // skipped), classes sorted by name and the images of a class by file name, each converted to
 // `channels` (1: luma, 3: RGB) and resized to size × size as `gmlp predict` does, then stored
 // as 8-bit pixels. classes and class_names come from {root}/train. Throws gmlp::Error naming
-// the folder or file: a missing split, a split without images, a class of another split that
-// train does not have, an image that cannot be decoded, more than 10,000,000 images.
+// the folder or file: a missing split, a split without images, a class folder without images, a
+// class of another split that train does not have, an image that cannot be decoded, more than
+// 10,000,000 images, more pixels than fit in memory.
 ImageSet load_image_folder(const std::string& root, const std::string& split, int channels, int size);
 
 // The training and evaluation data of `gmlp train`, `compare` and `eval`: an image folder (see

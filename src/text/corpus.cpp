@@ -7,9 +7,11 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -276,7 +278,12 @@ std::vector<Verse> load_kjv() {
   std::string out;
   char buf[1 << 16];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0 && int64_t(out.size()) <= kMaxKjvBytes) out.append(buf, n);
+  if (int64_t(out.size()) > kMaxKjvBytes) {
+    pclose(p);  // the program gets SIGPIPE on its next write
+    fail("failed to load the KJV from ", source, ": it printed more than ", kMaxKjvBytes >> 20,
+         " MiB, expected the KJV's 4.4 MB");
+  }
   const int status = pclose(p);
   if (status == -1) fail("failed to run '", kBibleCommand, "': ", std::strerror(errno));
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
@@ -293,7 +300,7 @@ std::vector<Verse> load_kjv() {
 }
 
 std::vector<Verse> load_kjv_file(const std::string& path) {
-  const std::string text = read_file(path, size_t{64} << 20);
+  const std::string text = read_file(path, size_t(kMaxKjvBytes));
   return parse_kjv(text, cat("'", path, "'"));
 }
 
@@ -312,8 +319,24 @@ int64_t count_verses(const std::vector<Verse>& verses, Split s) {
 
 // ---------------------------------------------------------------------------------------------
 
+void check_corpus_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status))
+    fail("failed to read corpus '", path, "': ", ec ? ec.message() : "no such file");
+  if (!std::filesystem::is_regular_file(status)) fail("failed to read corpus '", path, "': not a regular file");
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && int64_t(size) > kMaxCorpusBytes)
+    fail("failed to read corpus '", path, "': the file is ", size, " bytes, more than the ", kMaxCorpusBytes >> 20,
+         " MiB a corpus may have (SentencePiece learns from all of it in memory: train on a sample)");
+}
+
 std::vector<std::string> load_lines(const std::string& path) {
-  const std::string text = read_file(path, size_t{4} << 30);
+  const std::string text = read_file(path, size_t(kMaxCorpusBytes));
+  const int64_t newlines = std::count(text.begin(), text.end(), '\n');
+  if (newlines > kMaxCorpusLines)
+    fail("failed to load '", path, "': ", newlines, " lines, more than the ", kMaxCorpusLines,
+         " a corpus may have (one document or sentence per line)");
   std::vector<std::string> lines;
   size_t pos = 0;
   while (pos < text.size()) {

@@ -91,9 +91,21 @@ int64_t count_verses(const std::vector<Verse>& verses, Split s);
 // ---------------------------------------------------------------------------------------------
 // Plain text
 
+// The limits on a plain-text corpus, checked before it is read: SentencePiece learns its
+// vocabulary from every line in memory, and each line costs a string besides its bytes.
+inline constexpr int64_t kMaxCorpusBytes = int64_t{1} << 30;  // 1 GiB
+inline constexpr int64_t kMaxCorpusLines = int64_t{1} << 24;  // 16,777,216
+// The most `bible` may print: the KJV is 4.4 MB.
+inline constexpr int64_t kMaxKjvBytes = int64_t{64} << 20;
+
+// Checks, without reading it, that `path` is a regular file of at most kMaxCorpusBytes; throws a
+// one-line gmlp::Error naming it otherwise.
+void check_corpus_file(const std::string& path);
+
 // The non-empty lines of a UTF-8 text file (one document or sentence per line; '\r' before '\n'
 // and lines of only white space are dropped). Throws a one-line gmlp::Error naming the file if
-// it is missing, unreadable, larger than 4 GiB or holds no text.
+// it is missing, unreadable, larger than kMaxCorpusBytes, has more than kMaxCorpusLines lines or
+// holds no text.
 std::vector<std::string> load_lines(const std::string& path);
 
 // The lines whose index (in the vector) falls in split s.

@@ -18,6 +18,7 @@
 #include "text/tasks.h"
 #include "train/checkpoint.h"
 #include "train/eval_subset.h"
+#include "train/guards.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
 #include "train/run_dir.h"
@@ -238,6 +239,7 @@ Start resume_from(const RunFiles& files, LmOptions& opt, TextCheckpoint& ck) {
   }
   opt.out_dir = given.out_dir;
   if (given.epochs > 0) opt.epochs = given.epochs;
+  validate_options(opt, !opt.task.empty());
   ck = load_text_checkpoint(files.checkpoint);
   if (ck.metadata["epoch"] != std::to_string(st.state->epoch))
     fail("failed to resume: '", files.checkpoint, "' is from epoch ", ck.metadata["epoch"], " but '",
@@ -282,6 +284,7 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
   std::vector<int> order(static_cast<size_t>(n));
   int64_t step = start.step;
   std::vector<nlohmann::json>& metrics = start.metrics;
+  DivergenceGuard diverged(opt.lr);
   for (int epoch = start.epoch; epoch < opt.epochs; ++epoch) {
     folder.check_stop(opt.epochs);
     const auto t_epoch = std::chrono::steady_clock::now();
@@ -295,8 +298,7 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
       const auto t0 = std::chrono::steady_clock::now();
       model.zero_grad();
       const StepResult r = job.step(order, s * B, B, rng);
-      if (!std::isfinite(r.loss_sum))
-        fail("training diverged at step ", step, ": the loss is ", r.loss_sum, " (try a lower --lr)");
+      diverged.check(r.loss_sum / double(std::max<int64_t>(1, r.count)), step);
       clip_grad_norm(model.grads(), model.num_params(), opt.clip_norm);
       lr = lr_schedule(step, total_steps, warmup_steps, opt.lr, opt.min_lr);
       adamw.step(model.weights(), model.grads(), lr);
@@ -336,13 +338,6 @@ TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& 
   return result;
 }
 
-// The options pretraining and finetuning share, checked before the run folder is made.
-void check_shared_options(const LmOptions& opt) {
-  if (!(opt.mask_prob >= 0 && opt.mask_prob <= 1))
-    fail("invalid --mask-prob ", opt.mask_prob, ": expected a probability in [0, 1]");
-  if (opt.eval_limit < 0) fail("invalid --eval-limit ", opt.eval_limit, ": expected a count >= 1 (0: all)");
-}
-
 // The items of an evaluation split that --eval-limit keeps (eval_subset.h), and its size before,
 // with a note on stderr when the limit covers the whole split.
 template <class T>
@@ -376,7 +371,7 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   if (opt.nsp_negatives != "book" && opt.nsp_negatives != "any")
     fail("unknown --nsp-negatives '", opt.nsp_negatives, "': expected book or any");
   const bool any_book = opt.nsp_negatives == "any";
-  check_shared_options(opt);
+  if (!resume) validate_options(opt, false);  // a resumed run's, once read
   RunDir folder(opt.out_dir, "pretrain", run_start(resume, overwrite));
   const RunFiles files(opt.out_dir);
   TextCheckpoint ck;
@@ -512,7 +507,7 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
     fail("invalid --drop-path ", opt.drop_path, ": expected a rate in [0, 1)");
   if (!(opt.mlm_weight >= 0 && std::isfinite(opt.mlm_weight)))
     fail("invalid --mlm-weight ", opt.mlm_weight, ": expected a weight >= 0 (0: off)");
-  check_shared_options(opt);
+  if (!resume) validate_options(opt, true);  // a resumed run's, once read
   if (!resume && opt.init.empty()) fail("finetune needs --init, the pretrained checkpoint");
   // The folder first, so that one holding a run is refused before any work; a wrong --init
   // leaves nothing (a folder RunDir made for a run that saved no epoch is removed).

@@ -20,6 +20,7 @@
 #include "train/checkpoint.h"
 #include "train/eval_subset.h"
 #include "train/evaluate.h"
+#include "train/guards.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
 #include "train/run_dir.h"
@@ -73,9 +74,7 @@ Checkpoint load_at_epoch(const RunFiles& files, const std::string& path, int epo
 TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, bool resume, bool overwrite) {
   const auto t_start = std::chrono::steady_clock::now();
   TrainOptions opt = options_in;
-  if (!(opt.ema_decay >= 0 && opt.ema_decay < 1))  // before the run folder exists
-    fail("invalid --ema ", opt.ema_decay, ": the decay must be in [0, 1) (0: off)");
-  if (opt.eval_limit < 0) fail("invalid --eval-limit ", opt.eval_limit, ": expected a count >= 1 (0: all)");
+  if (!resume) validate_options(opt);  // before the run folder exists; a resumed run's, once read
   RunDir run(opt.out_dir, "train", resume ? RunStart::resume : overwrite ? RunStart::overwrite : RunStart::fresh);
   const RunFiles files(opt.out_dir);
 
@@ -100,6 +99,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
     step = state.step;
     opt.out_dir = options_in.out_dir;
     if (epochs_wanted > 0) opt.epochs = epochs_wanted;
+    validate_options(opt);
     Checkpoint ck = load_at_epoch(files, files.checkpoint, start_epoch);
     model = std::move(ck.model);
     norm = ck.norm;
@@ -180,6 +180,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
   TrainResult result;
   for (const auto& m : metrics) result.best_test_acc = std::max(result.best_test_acc, m.value("test_acc", 0.0));
 
+  DivergenceGuard diverged(opt.lr);
   for (int epoch = start_epoch; epoch < opt.epochs; ++epoch) {
     run.check_stop(opt.epochs);
     const auto t_epoch = std::chrono::steady_clock::now();
@@ -212,9 +213,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
           mix.enabled()
               ? soft_cross_entropy_forward(probs.data(), logits, targets.data(), B, K)
               : cross_entropy_forward(probs.data(), logits, labels.data(), B, K, float(opt.label_smoothing));
-      if (!std::isfinite(loss))
-        fail("training diverged at step ", step, ": the loss is ", loss,
-             " (try a lower --lr or a smaller --clip-norm)");
+      diverged.check(loss, step);
       for (int i = 0; i < B; ++i) {
         const float* row = logits + i * K;
         correct += (std::max_element(row, row + K) - row) == labels[i];
