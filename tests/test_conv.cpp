@@ -1,7 +1,7 @@
-// The CNN ops (ops/conv.h): convolution, batch norm, ReLU, global average pool. Backward passes
-// against central finite differences in double (loss Σ r ⊙ f(inputs), random r), overwrite vs
-// accumulate contracts, hand-computed values that pin the torch semantics, and every fast float
-// op against its plain _ref twin on ragged shapes.
+// The CNN ops (ops/conv2d.h, batchnorm.h, relu.h, global_avg_pool.h): convolution, batch norm,
+// ReLU, global average pool. Backward passes against central finite differences in double (loss
+// Σ r ⊙ f(inputs), random r), overwrite vs accumulate contracts, hand-computed values that pin
+// the torch semantics, and every fast float op against its plain _ref twin on ragged shapes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +10,10 @@
 
 #include "check.h"
 #include "core/error.h"
-#include "ops/conv.h"
+#include "ops/batchnorm.h"
+#include "ops/conv2d.h"
+#include "ops/global_avg_pool.h"
+#include "ops/relu.h"
 #include "tolerances.h"
 
 namespace gmlp {

@@ -7,7 +7,10 @@
 #include "core/profile.h"
 #include "nn/init.h"
 #include "nn/onnx_graph.h"
+#include "ops/add_relu.h"
+#include "ops/global_avg_pool.h"
 #include "ops/linear.h"
+#include "ops/relu.h"
 
 #define GMLP_PROFILE(name) const ::gmlp::profile::Scope gmlp_profile_scope(name)
 
@@ -15,16 +18,6 @@ namespace gmlp {
 namespace {
 
 constexpr double kBnEps = 1e-5, kBnMomentum = 0.1;  // torch.nn.BatchNorm2d's defaults
-
-// out = max(a + b, 0).
-template <class T>
-void add_relu(T* out, const T* a, const T* b, int64_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const T v = a[i] + b[i];
-    out[i] = v < T(0) ? T(0) : v;
-  }
-}
 
 // dx += d.
 template <class T>
@@ -160,15 +153,15 @@ void BasicBlock<T>::forward(T* out, const T* x, T* w, int64_t B, bool training) 
     s = tb_;
   }
   GMLP_PROFILE("fwd.residual");
-  add_relu(out, ta_, s, n);
+  add_relu_forward(out, ta_, s, n);
 }
 
 template <class T>
 void BasicBlock<T>::backward(T* dx, T* dy, const T* x, const T* out, const T* w, T* g, int64_t B) {
   const int64_t n = out_size(B);
   {
-    GMLP_PROFILE("bwd.relu");
-    relu_backward_inplace(dy, out, n);  // dy: ∂L/∂(BN2 output + shortcut)
+    GMLP_PROFILE("bwd.residual");
+    add_relu_backward(dy, dy, out, n);  // dy: ∂L/∂(BN2 output) = ∂L/∂(shortcut)
   }
   if (shortcut_) shortcut_->backward(dxs_, dy, x, w, g, B, ta_, col_);
   conv2_.backward(tb_, dy, h1_, w, g, B, ta_, col_);

@@ -18,7 +18,8 @@
 #include <vector>
 
 #include "nn/model.h"
-#include "ops/conv.h"
+#include "ops/batchnorm.h"
+#include "ops/conv2d.h"
 
 namespace gmlp {
 
