@@ -8,6 +8,8 @@
 #include "nn/branches.h"
 #include "nn/init.h"
 #include "nn/onnx_graph.h"
+#include "ops/affine.h"
+#include "ops/layer_scale.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 #include "ops/patch_embed.h"
@@ -17,34 +19,6 @@
 #define GMLP_PROFILE(name) const ::gmlp::profile::Scope gmlp_profile_scope(name)
 
 namespace gmlp {
-namespace {
-
-// ResMLP's Affine: y = α ⊙ x + β per channel, rows of width D.
-template <class T>
-void affine_forward(T* y, const T* x, const T* alpha, const T* beta, int64_t M, int64_t D) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < M; ++r)
-#pragma omp simd
-    for (int64_t d = 0; d < D; ++d) y[r * D + d] = alpha[d] * x[r * D + d] + beta[d];
-}
-
-// dx += α ⊙ dy;  dα += Σ dy ⊙ x;  dβ += Σ dy.
-template <class T>
-void affine_backward(T* dx, T* dalpha, T* dbeta, const T* dy, const T* x, const T* alpha, int64_t M,
-                     int64_t D) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < M; ++r)
-#pragma omp simd
-    for (int64_t d = 0; d < D; ++d) dx[r * D + d] += alpha[d] * dy[r * D + d];
-  for (int64_t r = 0; r < M; ++r)
-#pragma omp simd
-    for (int64_t d = 0; d < D; ++d) {
-      dalpha[d] += dy[r * D + d] * x[r * D + d];
-      dbeta[d] += dy[r * D + d];
-    }
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 template <class T>
@@ -96,17 +70,10 @@ void Residual<T>::forward(T* out, const T* in, const T* w, int64_t B, Rng* rng) 
   dropped_ = rng && spec_.drop_rate > 0;
   if (dropped_) drop_path_sample(keep_, B, spec_.drop_rate, *rng);
   GMLP_PROFILE("fwd.residual");
-  if (scale_ < 0) {
+  if (scale_ < 0)
     residual_forward(out, in, y_, dropped_ ? keep_ : nullptr, N_, B, D);
-    return;
-  }
-  const T* ls = w + scale_;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < M; ++r) {
-    const T k = dropped_ ? keep_[r % B] : T(1);
-#pragma omp simd
-    for (int64_t d = 0; d < D; ++d) out[r * D + d] = in[r * D + d] + k * ls[d] * y_[r * D + d];
-  }
+  else
+    layer_scale_forward(out, in, y_, dropped_ ? keep_ : nullptr, w + scale_, N_, B, D);
 }
 
 template <class T>
@@ -114,18 +81,10 @@ void Residual<T>::backward(T* dx, const T* in, const T* w, T* g, int64_t B) {
   const int64_t M = N_ * B, D = D_;
   {
     GMLP_PROFILE("bwd.residual");
-    residual_backward(dy_, dx, dropped_ ? keep_ : nullptr, N_, B, D);  // dy = keep · dout
-    if (scale_ >= 0) {  // out = in + keep · ls ⊙ y
-      T* dls = g + scale_;
-      const T* ls = w + scale_;
-      for (int64_t r = 0; r < M; ++r)
-#pragma omp simd
-        for (int64_t d = 0; d < D; ++d) dls[d] += dy_[r * D + d] * y_[r * D + d];
-#pragma omp parallel for schedule(static)
-      for (int64_t r = 0; r < M; ++r)
-#pragma omp simd
-        for (int64_t d = 0; d < D; ++d) dy_[r * D + d] *= ls[d];
-    }
+    if (scale_ < 0)  // dy = keep · dout
+      residual_backward(dy_, dx, dropped_ ? keep_ : nullptr, N_, B, D);
+    else  // dy = keep · ls ⊙ dout
+      layer_scale_backward(dy_, g + scale_, dx, y_, dropped_ ? keep_ : nullptr, w + scale_, N_, B, D);
   }
   const T* xn = spec_.norm == NormKind::none ? in : xn_;
   branch_->backward(dxn_, dy_, xn, w, g, B);
