@@ -1,5 +1,6 @@
 // The ops the models compose beyond the layers of tests/test_ops.cpp: add_relu (the CNN block
-// output); affine (ResMLP), layer_scale.
+// output); affine (ResMLP), layer_scale; row_bias, column_layernorm (feed-forward-only),
+// column_softmax and sum_normalize (external attention).
 // Each backward against central finite differences in double (loss Σ r ⊙ f(inputs), random r),
 // parameter gradients starting non-zero (they accumulate) and activation gradients NaN-filled
 // (they are overwritten), the in-place calls the models make, and every fast float op against its
@@ -15,7 +16,11 @@
 #include "core/threads.h"
 #include "ops/add_relu.h"
 #include "ops/affine.h"
+#include "ops/column_layernorm.h"
+#include "ops/column_softmax.h"
 #include "ops/layer_scale.h"
+#include "ops/row_bias.h"
+#include "ops/sum_normalize.h"
 #include "tolerances.h"
 
 namespace gmlp {
@@ -171,6 +176,179 @@ TEST(FastVsRef, LayerScale) {
     EXPECT_TRUE(close("dy", dy[1], dy2, tol::kFastVsRef));
     EXPECT_TRUE(close("dgamma", dg[1], dg2, tol::kFastVsRef, 10.0));  // sums of 78 terms
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// row_bias: the token-mixing layers' bias per output token.
+TEST(RowBias, GradientMatchesFiniteDifferences) {
+  const int64_t N = 4, cols = 7;  // cols = B·D
+  Rng rng(321);
+  Vec y0 = randn<double>(N * cols, rng), b = randn<double>(N, rng), r = randn<double>(N * cols, rng);
+  Vec y(N * cols);
+  auto loss = [&] {
+    y = y0;
+    row_bias_forward(y.data(), b.data(), N, cols);
+    return dot(r, y);
+  };
+  loss();
+  EXPECT_EQ(y[2 * cols + 3], y0[2 * cols + 3] + b[2]);
+  Vec db0 = randn<double>(N, rng), db = db0;
+  row_bias_backward(db.data(), r.data(), N, cols);
+  expect_fd("db", b, db, db0, loss);
+}
+
+TEST(FastVsRef, RowBias) {
+  const int64_t N = 49, cols = 1037;
+  Rng rng(322);
+  auto y0 = randn<float>(N * cols, rng), b = randn<float>(N, rng), dy = randn<float>(N * cols, rng);
+  auto y1 = y0, y2 = y0;
+  row_bias_forward(y1.data(), b.data(), N, cols);
+  row_bias_forward_ref(y2.data(), b.data(), N, cols);
+  EXPECT_EQ(y1, y2);  // one rounding each
+  std::vector<float> db1(N, 0.5f), db2(N, 0.5f);
+  row_bias_backward(db1.data(), dy.data(), N, cols);
+  row_bias_backward_ref(db2.data(), dy.data(), N, cols);
+  EXPECT_TRUE(close("db", db1, db2, tol::kFastVsRef, std::sqrt(double(cols))));  // ~√cols in size
+}
+
+// column_layernorm: the feed-forward-only model's LayerNorm over tokens. Columns with offsets
+// and scales of their own, so the per-column statistics matter.
+TEST(ColumnLayerNorm, GradientsMatchFiniteDifferences) {
+  const int64_t N = 5, cols = 6;
+  Rng rng(323);
+  Vec x = randn<double>(N * cols, rng, 2.0), gamma = randn<double>(N, rng), beta = randn<double>(N, rng);
+  for (int64_t i = 0; i < N * cols; ++i) x[i] += double(i % cols) - 2.0;
+  Vec r = randn<double>(N * cols, rng), y(N * cols), mean(cols), rstd(cols);
+  auto loss = [&] {
+    column_layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(),
+                             N, cols, 1e-6);
+    return dot(r, y);
+  };
+  loss();
+  Vec dx(N * cols, std::nan("")), dg0 = randn<double>(N, rng), db0 = randn<double>(N, rng);
+  Vec dg = dg0, db = db0;
+  column_layernorm_backward(dx.data(), dg.data(), db.data(), r.data(), x.data(), mean.data(),
+                            rstd.data(), gamma.data(), N, cols);
+  expect_fd("dx", x, dx, loss);
+  expect_fd("dgamma", gamma, dg, dg0, loss);
+  expect_fd("dbeta", beta, db, db0, loss);
+  // The reference twin, from the same saved statistics.
+  loss();
+  Vec dxr(N * cols, std::nan("")), dgr = dg0, dbr = db0;
+  column_layernorm_backward_ref(dxr.data(), dgr.data(), dbr.data(), r.data(), x.data(), mean.data(),
+                                rstd.data(), gamma.data(), N, cols);
+  expect_fd("dx (ref)", x, dxr, loss);
+  expect_fd("dgamma (ref)", gamma, dgr, dg0, loss);
+  expect_fd("dbeta (ref)", beta, dbr, db0, loss);
+}
+
+// More columns than two 256-column chunks, the last one ragged.
+TEST(FastVsRef, ColumnLayerNorm) {
+  const test::WithThreads two(2);
+  const int64_t N = 13, cols = 549;
+  Rng rng(324);
+  auto x = randn<float>(N * cols, rng, 3.0), gamma = randn<float>(N, rng), beta = randn<float>(N, rng);
+  auto dy = randn<float>(N * cols, rng);
+  std::vector<float> y1(N * cols), y2(N * cols), m1(cols), m2(cols), r1(cols), r2(cols);
+  column_layernorm_forward(y1.data(), m1.data(), r1.data(), x.data(), gamma.data(), beta.data(), N, cols, 1e-6f);
+  column_layernorm_forward_ref(y2.data(), m2.data(), r2.data(), x.data(), gamma.data(), beta.data(), N, cols, 1e-6f);
+  EXPECT_TRUE(close("y", y1, y2, tol::kFastVsRef));
+  EXPECT_TRUE(close("mean", m1, m2, tol::kFastVsRef));
+  EXPECT_TRUE(close("rstd", r1, r2, tol::kFastVsRef));
+  std::vector<float> dx1(N * cols, std::nanf("")), dx2(N * cols, std::nanf(""));
+  std::vector<float> dg1(N, 0.5f), db1(N, 0.5f), dg2(N, 0.5f), db2(N, 0.5f);
+  column_layernorm_backward(dx1.data(), dg1.data(), db1.data(), dy.data(), x.data(), m1.data(), r1.data(), gamma.data(), N, cols);
+  column_layernorm_backward_ref(dx2.data(), dg2.data(), db2.data(), dy.data(), x.data(), m2.data(), r2.data(), gamma.data(), N, cols);
+  EXPECT_TRUE(close("dx", dx1, dx2, tol::kFastVsRef));
+  // Sums of 549 O(1) terms, ~√549 in size.
+  EXPECT_TRUE(close("dgamma", dg1, dg2, tol::kFastVsRef, std::sqrt(double(cols))));
+  EXPECT_TRUE(close("dbeta", db1, db2, tol::kFastVsRef, std::sqrt(double(cols))));
+}
+
+// column_softmax: external attention's softmax over tokens. Scores of scale 3 so that the
+// probabilities are far from uniform.
+TEST(ColumnSoftmax, GradientMatchesFiniteDifferences) {
+  const int64_t N = 5, cols = 7;
+  Rng rng(325);
+  Vec a = randn<double>(N * cols, rng, 3.0), r = randn<double>(N * cols, rng), p(N * cols);
+  auto loss = [&] {
+    column_softmax_forward(p.data(), a.data(), N, cols);
+    return dot(r, p);
+  };
+  loss();
+  for (int64_t c = 0; c < cols; ++c) {
+    double s = 0;
+    for (int64_t n = 0; n < N; ++n) s += p[n * cols + c];
+    EXPECT_NEAR(s, 1.0, 1e-14) << "column " << c;
+  }
+  Vec da(N * cols, std::nan(""));
+  column_softmax_backward(da.data(), r.data(), p.data(), N, cols);
+  expect_fd("da", a, da, loss);
+  // In place, as external attention calls it: the output over the scores, the gradient over dp.
+  loss();
+  Vec inplace = a, d = r;
+  column_softmax_forward(inplace.data(), inplace.data(), N, cols);
+  EXPECT_EQ(inplace, p);
+  column_softmax_backward(d.data(), d.data(), p.data(), N, cols);
+  EXPECT_EQ(d, da);
+}
+
+TEST(FastVsRef, ColumnSoftmax) {
+  const test::WithThreads two(2);
+  const int64_t N = 49, cols = 549;
+  Rng rng(326);
+  auto a = randn<float>(N * cols, rng, 3.0), dp = randn<float>(N * cols, rng);
+  std::vector<float> p1(N * cols), p2(N * cols), da1(N * cols, std::nanf("")), da2(N * cols, std::nanf(""));
+  column_softmax_forward(p1.data(), a.data(), N, cols);
+  column_softmax_forward_ref(p2.data(), a.data(), N, cols);
+  EXPECT_TRUE(close("p", p1, p2, tol::kFastVsRef));
+  column_softmax_backward(da1.data(), dp.data(), p1.data(), N, cols);
+  column_softmax_backward_ref(da2.data(), dp.data(), p2.data(), N, cols);
+  EXPECT_TRUE(close("da", da1, da2, tol::kFastVsRef));
+}
+
+// sum_normalize: external attention's division by the sum over memory units, on positive
+// inputs as the softmax before it gives (sums away from 0).
+TEST(SumNormalize, GradientMatchesFiniteDifferences) {
+  const int64_t R = 4, S = 6;
+  Rng rng(327);
+  Vec p(R * S), r = randn<double>(R * S, rng), out(R * S), psum(R);
+  for (auto& v : p) v = 0.1 + std::abs(rng.normal());
+  auto loss = [&] {
+    sum_normalize_forward(out.data(), psum.data(), p.data(), R, S);
+    return dot(r, out);
+  };
+  loss();
+  EXPECT_NEAR(psum[1], p[6] + p[7] + p[8] + p[9] + p[10] + p[11], 1e-15);
+  Vec dp(R * S, std::nan(""));
+  sum_normalize_backward(dp.data(), r.data(), out.data(), psum.data(), R, S);
+  expect_fd("dp", p, dp, loss);
+  Vec dpr(R * S, std::nan(""));
+  sum_normalize_backward_ref(dpr.data(), r.data(), p.data(), R, S);
+  expect_fd("dp (ref)", p, dpr, loss);
+  // In place: the output over p, the gradient over dr.
+  loss();
+  Vec inplace = p, d = r, ps(R);
+  sum_normalize_forward(inplace.data(), ps.data(), inplace.data(), R, S);
+  EXPECT_EQ(inplace, out);
+  sum_normalize_backward(d.data(), d.data(), out.data(), psum.data(), R, S);
+  EXPECT_EQ(d, dp);
+}
+
+TEST(FastVsRef, SumNormalize) {
+  const int64_t R = 97, S = 67;
+  Rng rng(328);
+  std::vector<float> p(R * S);
+  for (auto& v : p) v = float(0.01 + std::abs(rng.normal()));
+  auto dr = randn<float>(R * S, rng);
+  std::vector<float> r1(R * S), r2(R * S), s1(R), s2(R), dp1(R * S, std::nanf("")), dp2(R * S, std::nanf(""));
+  sum_normalize_forward(r1.data(), s1.data(), p.data(), R, S);
+  sum_normalize_forward_ref(r2.data(), s2.data(), p.data(), R, S);
+  EXPECT_TRUE(close("r", r1, r2, tol::kFastVsRef));
+  EXPECT_TRUE(close("psum", s1, s2, tol::kFastVsRef));
+  sum_normalize_backward(dp1.data(), dr.data(), r1.data(), s1.data(), R, S);
+  sum_normalize_backward_ref(dp2.data(), dr.data(), p.data(), R, S);
+  EXPECT_TRUE(close("dp", dp1, dp2, tol::kFastVsRef));
 }
 
 }  // namespace

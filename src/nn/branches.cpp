@@ -8,9 +8,13 @@
 #include "nn/init.h"
 #include "nn/onnx_graph.h"
 #include "ops/attention.h"
+#include "ops/column_layernorm.h"
+#include "ops/column_softmax.h"
 #include "ops/gelu.h"
 #include "ops/linear.h"
+#include "ops/row_bias.h"
 #include "ops/sgu.h"
+#include "ops/sum_normalize.h"
 
 #define GMLP_PROFILE(name) const ::gmlp::profile::Scope gmlp_profile_scope(name)
 
@@ -57,29 +61,6 @@ struct LinearParams {
   }
 };
 
-// Y (rows, cols) += b[row].
-template <class T>
-void row_bias_add(T* y, const T* b, int64_t rows, int64_t cols) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T v = b[r];
-#pragma omp simd
-    for (int64_t c = 0; c < cols; ++c) y[r * cols + c] += v;
-  }
-}
-
-// db[row] += Σ_c dY(row, c).
-template <class T>
-void row_sum_add(T* db, const T* dy, int64_t rows, int64_t cols) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    T acc = 0;
-#pragma omp simd reduction(+ : acc)
-    for (int64_t c = 0; c < cols; ++c) acc += dy[r * cols + c];
-    db[r] += acc;
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 template <class T>
 class ChannelMlp final : public Branch<T> {
@@ -123,70 +104,6 @@ class ChannelMlp final : public Branch<T> {
 };
 
 // ---------------------------------------------------------------------------------------------
-// LayerNorm over the rows of each column of X (rows, cols): the feed-forward-only model's
-// LayerNorm(num_tokens) on the transposed activations, without transposing.
-template <class T>
-void column_layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta,
-                              int64_t rows, int64_t cols, T eps) {
-  constexpr int64_t kChunk = 256;
-#pragma omp parallel for schedule(static)
-  for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
-    const int64_t c1 = std::min(cols, c0 + kChunk);
-    for (int64_t c = c0; c < c1; ++c) mean[c] = 0, rstd[c] = 0;
-    for (int64_t r = 0; r < rows; ++r)
-#pragma omp simd
-      for (int64_t c = c0; c < c1; ++c) mean[c] += x[r * cols + c];
-    for (int64_t c = c0; c < c1; ++c) mean[c] /= T(rows);
-    for (int64_t r = 0; r < rows; ++r)
-#pragma omp simd
-      for (int64_t c = c0; c < c1; ++c) {
-        const T d = x[r * cols + c] - mean[c];
-        rstd[c] += d * d;
-      }
-    for (int64_t c = c0; c < c1; ++c) rstd[c] = T(1) / std::sqrt(rstd[c] / T(rows) + eps);
-    for (int64_t r = 0; r < rows; ++r)
-#pragma omp simd
-      for (int64_t c = c0; c < c1; ++c)
-        y[r * cols + c] = (x[r * cols + c] - mean[c]) * rstd[c] * gamma[r] + beta[r];
-  }
-}
-
-// dx overwritten; dgamma, dbeta (rows) accumulate.
-template <class T>
-void column_layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean,
-                               const T* rstd, const T* gamma, int64_t rows, int64_t cols) {
-  constexpr int64_t kChunk = 256;
-  const int64_t chunks = (cols + kChunk - 1) / kChunk;
-  std::vector<T> dg(size_t(chunks * rows), T(0)), db(size_t(chunks * rows), T(0));
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < chunks; ++k) {
-    const int64_t c0 = k * kChunk, c1 = std::min(cols, c0 + kChunk);
-    T s1[kChunk] = {}, s2[kChunk] = {};  // Σ dxh, Σ dxh·xh per column
-    for (int64_t r = 0; r < rows; ++r) {
-      T g1 = 0, g2 = 0;
-      for (int64_t c = c0; c < c1; ++c) {
-        const T xh = (x[r * cols + c] - mean[c]) * rstd[c], d = dy[r * cols + c];
-        const T dxh = d * gamma[r];
-        s1[c - c0] += dxh;
-        s2[c - c0] += dxh * xh;
-        g1 += d * xh;
-        g2 += d;
-      }
-      dg[k * rows + r] += g1;
-      db[k * rows + r] += g2;
-    }
-    for (int64_t r = 0; r < rows; ++r)
-#pragma omp simd
-      for (int64_t c = c0; c < c1; ++c) {
-        const T xh = (x[r * cols + c] - mean[c]) * rstd[c];
-        const T dxh = dy[r * cols + c] * gamma[r];
-        dx[r * cols + c] = rstd[c] * (dxh - (s1[c - c0] + xh * s2[c - c0]) / T(rows));
-      }
-  }
-  for (int64_t k = 0; k < chunks; ++k)
-    for (int64_t r = 0; r < rows; ++r) dgamma[r] += dg[k * rows + r], dbeta[r] += db[k * rows + r];
-}
-
 template <class T>
 class TokenMlp final : public Branch<T> {
  public:
@@ -227,20 +144,20 @@ class TokenMlp final : public Branch<T> {
       x = xt_;
     }
     matmul<T>(false, false, Tn_, BD, N, w + fc1_.w, N, x, BD, T(0), z_, BD);
-    row_bias_add(z_, w + fc1_.b, Tn_, BD);
+    row_bias_forward(z_, w + fc1_.b, Tn_, BD);
     gelu_forward(a_, z_, Tn_ * BD);
     matmul<T>(false, false, N, BD, Tn_, w + fc2_.w, Tn_, a_, BD, T(0), y, BD);
-    row_bias_add(y, w + fc2_.b, N, BD);
+    row_bias_forward(y, w + fc2_.b, N, BD);
   }
   void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.token_mlp");
     const int64_t N = d_.N, BD = B * d_.D;
     const T* x = norm_w_ >= 0 ? xt_ : xn;
-    row_sum_add(g + fc2_.b, dy, N, BD);
+    row_bias_backward(g + fc2_.b, dy, N, BD);
     matmul<T>(false, true, N, Tn_, BD, dy, BD, a_, BD, T(1), g + fc2_.w, Tn_);
     matmul<T>(true, false, Tn_, BD, N, w + fc2_.w, Tn_, dy, BD, T(0), da_, BD);
     gelu_backward_inplace(da_, z_, Tn_ * BD);
-    row_sum_add(g + fc1_.b, da_, Tn_, BD);
+    row_bias_backward(g + fc1_.b, da_, Tn_, BD);
     matmul<T>(false, true, Tn_, N, BD, da_, BD, x, BD, T(1), g + fc1_.w, N);
     T* dx = norm_w_ >= 0 ? dxt_ : dxn;
     matmul<T>(true, false, N, BD, Tn_, w + fc1_.w, N, da_, BD, T(0), dx, BD);
@@ -279,12 +196,12 @@ class TokenLinear final : public Branch<T> {
     GMLP_PROFILE("fwd.token_linear");
     const int64_t N = d_.N, BD = B * d_.D;
     matmul<T>(false, false, N, BD, N, w + lin_.w, N, xn, BD, T(0), y, BD);
-    row_bias_add(y, w + lin_.b, N, BD);
+    row_bias_forward(y, w + lin_.b, N, BD);
   }
   void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.token_linear");
     const int64_t N = d_.N, BD = B * d_.D;
-    row_sum_add(g + lin_.b, dy, N, BD);
+    row_bias_backward(g + lin_.b, dy, N, BD);
     matmul<T>(false, true, N, N, BD, dy, BD, xn, BD, T(1), g + lin_.w, N);
     matmul<T>(true, false, N, BD, N, w + lin_.w, N, dy, BD, T(0), dxn, BD);
   }
@@ -510,32 +427,10 @@ class ExternalAttention final : public Branch<T> {
     const int64_t M = d_.N * B, R = M * heads_, cols = B * heads_ * S_;
     query_.forward(q_, xn, w, M);
     mk_.forward(p_, q_, w, R);  // (R, dh) → (R, S): q rows of every head are dh-wide
-    // Softmax over tokens: p viewed as (N, B·heads·S), one softmax per column.
-#pragma omp parallel for schedule(static)
-    for (int64_t c0 = 0; c0 < cols; c0 += 256) {
-      const int64_t c1 = std::min(cols, c0 + 256);
-      T mx[256], sum[256];
-      for (int64_t c = c0; c < c1; ++c) mx[c - c0] = p_[c], sum[c - c0] = 0;
-      for (int64_t n = 1; n < d_.N; ++n)
-        for (int64_t c = c0; c < c1; ++c) mx[c - c0] = std::max(mx[c - c0], p_[n * cols + c]);
-      for (int64_t n = 0; n < d_.N; ++n)
-        for (int64_t c = c0; c < c1; ++c) {
-          const T e = std::exp(p_[n * cols + c] - mx[c - c0]);
-          p_[n * cols + c] = e;
-          sum[c - c0] += e;
-        }
-      for (int64_t n = 0; n < d_.N; ++n)
-        for (int64_t c = c0; c < c1; ++c) p_[n * cols + c] /= sum[c - c0];
-    }
-    // Then over the memory units of each row.
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < R; ++r) {
-      T s = 0;
-      for (int64_t k = 0; k < S_; ++k) s += p_[r * S_ + k];
-      psum_[r] = s;
-      const T inv = T(1) / (T(1e-9) + s);
-      for (int64_t k = 0; k < S_; ++k) r_[r * S_ + k] = p_[r * S_ + k] * inv;
-    }
+    // Softmax over tokens: p viewed as (N, B·heads·S), one softmax per column; then each row
+    // divided by its sum over the memory units.
+    column_softmax_forward(p_, p_, d_.N, cols);
+    sum_normalize_forward(r_, psum_, p_, R, S_);
     mv_.forward(o_, r_, w, R);  // (R, S) → (R, dh) = (M, D)
     proj_.forward(y, o_, w, M);
   }
@@ -544,25 +439,8 @@ class ExternalAttention final : public Branch<T> {
     const int64_t M = d_.N * B, R = M * heads_, cols = B * heads_ * S_;
     proj_.backward(do_, dy, o_, w, g, M);
     mv_.backward(dr_, do_, r_, w, g, R);
-    // r = p / (ε + Σp):  dp = (dr − Σ_k dr·r) / (ε + Σp), written over dr.
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < R; ++r) {
-      T dot = 0;
-      for (int64_t k = 0; k < S_; ++k) dot += dr_[r * S_ + k] * r_[r * S_ + k];
-      const T inv = T(1) / (T(1e-9) + psum_[r]);
-      for (int64_t k = 0; k < S_; ++k) dr_[r * S_ + k] = (dr_[r * S_ + k] - dot) * inv;
-    }
-    // Softmax over tokens: da = p ⊙ (dp − Σ_n dp·p), per column, written over dr.
-#pragma omp parallel for schedule(static)
-    for (int64_t c0 = 0; c0 < cols; c0 += 256) {
-      const int64_t c1 = std::min(cols, c0 + 256);
-      T dot[256] = {};
-      for (int64_t n = 0; n < d_.N; ++n)
-        for (int64_t c = c0; c < c1; ++c) dot[c - c0] += dr_[n * cols + c] * p_[n * cols + c];
-      for (int64_t n = 0; n < d_.N; ++n)
-        for (int64_t c = c0; c < c1; ++c)
-          dr_[n * cols + c] = p_[n * cols + c] * (dr_[n * cols + c] - dot[c - c0]);
-    }
+    sum_normalize_backward(dr_, dr_, r_, psum_, R, S_);  // ∂L/∂p, written over dr
+    column_softmax_backward(dr_, dr_, p_, d_.N, cols);   // ∂L/∂(the scores), likewise
     mk_.backward(dq_, dr_, q_, w, g, R);
     query_.backward(dxn, dq_, xn, w, g, M);
   }
