@@ -1,6 +1,6 @@
 // The ops the models compose beyond the layers of tests/test_ops.cpp: add_relu (the CNN block
 // output); affine (ResMLP), layer_scale; row_bias, column_layernorm (feed-forward-only),
-// column_softmax and sum_normalize (external attention).
+// column_softmax and sum_normalize (external attention); embedding and rel_bias (the text models).
 // Each backward against central finite differences in double (loss Σ r ⊙ f(inputs), random r),
 // parameter gradients starting non-zero (they accumulate) and activation gradients NaN-filled
 // (they are overwritten), the in-place calls the models make, and every fast float op against its
@@ -14,11 +14,14 @@
 
 #include "check.h"
 #include "core/threads.h"
+#include "nn/text_model.h"
 #include "ops/add_relu.h"
 #include "ops/affine.h"
 #include "ops/column_layernorm.h"
 #include "ops/column_softmax.h"
+#include "ops/embedding.h"
 #include "ops/layer_scale.h"
+#include "ops/rel_bias.h"
 #include "ops/row_bias.h"
 #include "ops/sum_normalize.h"
 #include "tolerances.h"
@@ -349,6 +352,125 @@ TEST(FastVsRef, SumNormalize) {
   sum_normalize_backward(dp1.data(), dr.data(), r1.data(), s1.data(), R, S);
   sum_normalize_backward_ref(dp2.data(), dr.data(), p.data(), R, S);
   EXPECT_TRUE(close("dp", dp1, dp2, tol::kFastVsRef));
+}
+
+// ---------------------------------------------------------------------------------------------
+// embedding: ids drawn from a vocabulary smaller than the batch's tokens, so rows repeat and
+// their gradients must add up; two segments per sequence.
+struct TextIds {
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> segs;
+};
+TextIds random_ids(int64_t N, int64_t B, int64_t V, Rng& rng) {
+  TextIds t{std::vector<int32_t>(N * B), std::vector<uint8_t>(N * B)};
+  for (auto& id : t.ids) id = int32_t(rng.below(uint64_t(V)));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t n = 0; n < N; ++n) t.segs[b * N + n] = n >= N / 2;
+  return t;
+}
+
+TEST(Embedding, GradientsMatchFiniteDifferences) {
+  const int64_t N = 4, B = 3, D = 5, V = 6;
+  Rng rng(331);
+  const TextIds t = random_ids(N, B, V, rng);
+  Vec table = randn<double>(V * D, rng), pos = randn<double>(N * D, rng), seg = randn<double>(2 * D, rng);
+  Vec r = randn<double>(N * B * D, rng), x(N * B * D);
+  for (const bool extras : {false, true}) {  // the token table alone, or with positions and segments
+    SCOPED_TRACE(extras ? "positions and segments" : "tokens only");
+    auto loss = [&] {
+      embedding_forward(x.data(), t.ids.data(), extras ? t.segs.data() : nullptr, table.data(),
+                        extras ? pos.data() : nullptr, extras ? seg.data() : nullptr, N, B, D);
+      return dot(r, x);
+    };
+    loss();
+    // Token-major: row n·B + b holds the token at (b, n).
+    const int64_t n = 3, b = 1, id = t.ids[b * N + n];
+    EXPECT_EQ(x[(n * B + b) * D + 2],
+              extras ? table[id * D + 2] + pos[n * D + 2] + seg[1 * D + 2] : table[id * D + 2]);
+    Vec dt0 = randn<double>(V * D, rng), dp0 = randn<double>(N * D, rng), ds0 = randn<double>(2 * D, rng);
+    Vec dt = dt0, dp = dp0, ds = ds0;
+    embedding_backward(dt.data(), extras ? dp.data() : nullptr, extras ? ds.data() : nullptr, r.data(),
+                       t.ids.data(), extras ? t.segs.data() : nullptr, N, B, D);
+    expect_fd("dtable", table, dt, dt0, loss);
+    if (!extras) continue;
+    expect_fd("dpos", pos, dp, dp0, loss);
+    expect_fd("dseg", seg, ds, ds0, loss);
+  }
+}
+
+TEST(FastVsRef, Embedding) {
+  const int64_t N = 37, B = 11, D = 75, V = 101;
+  Rng rng(332);
+  const TextIds t = random_ids(N, B, V, rng);
+  auto table = randn<float>(V * D, rng), pos = randn<float>(N * D, rng), seg = randn<float>(2 * D, rng);
+  auto dx = randn<float>(N * B * D, rng);
+  std::vector<float> x1(N * B * D), x2(N * B * D);
+  embedding_forward(x1.data(), t.ids.data(), t.segs.data(), table.data(), pos.data(), seg.data(), N, B, D);
+  embedding_forward_ref(x2.data(), t.ids.data(), t.segs.data(), table.data(), pos.data(), seg.data(), N, B, D);
+  EXPECT_TRUE(close("x", x1, x2, tol::kFastVsRef));
+  std::vector<float> dt[2], dp[2], ds[2];
+  for (const int threads : {1, 2}) {  // scatter-adds in row order: the same bits either way
+    const test::WithThreads with(threads);
+    dt[threads - 1].assign(V * D, 0.5f), dp[threads - 1].assign(N * D, 0.5f), ds[threads - 1].assign(2 * D, 0.5f);
+    embedding_backward(dt[threads - 1].data(), dp[threads - 1].data(), ds[threads - 1].data(), dx.data(),
+                       t.ids.data(), t.segs.data(), N, B, D);
+  }
+  EXPECT_EQ(dt[0], dt[1]);
+  EXPECT_EQ(dp[0], dp[1]);
+  EXPECT_EQ(ds[0], ds[1]);
+  std::vector<float> dt2(V * D, 0.5f), dp2(N * D, 0.5f), ds2(2 * D, 0.5f);
+  embedding_backward_ref(dt2.data(), dp2.data(), ds2.data(), dx.data(), t.ids.data(), t.segs.data(), N, B, D);
+  EXPECT_TRUE(close("dtable", dt[1], dt2, tol::kFastVsRef, 10.0));  // a few O(1) terms each
+  EXPECT_TRUE(close("dpos", dp[1], dp2, tol::kFastVsRef, 10.0));     // sums of 11
+  // Sums of N·B/2 ≈ 200 terms, ~√200 in size.
+  EXPECT_TRUE(close("dseg", ds[1], ds2, tol::kFastVsRef, std::sqrt(double(N * B / 2))));
+}
+
+// rel_bias: T5's buckets (t5_bucket) for a short sequence, so several (query, key) pairs share
+// each bucket and their gradients must add up.
+std::vector<int32_t> t5_buckets(int64_t N, int num_buckets, int max_distance) {
+  std::vector<int32_t> buckets(N * N);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < N; ++j) buckets[i * N + j] = t5_bucket(int(j - i), num_buckets, max_distance);
+  return buckets;
+}
+
+TEST(RelBias, GradientMatchesFiniteDifferences) {
+  const int64_t N = 6, heads = 2, K = 6;  // K buckets
+  const std::vector<int32_t> buckets = t5_buckets(N, int(K), 8);
+  Rng rng(333);
+  Vec table = randn<double>(K * heads, rng), r = randn<double>(heads * N * N, rng), bias(heads * N * N);
+  auto loss = [&] {
+    rel_bias_forward(bias.data(), buckets.data(), table.data(), heads, N);
+    return dot(r, bias);
+  };
+  loss();
+  EXPECT_EQ(bias[(1 * N + 2) * N + 4], table[buckets[2 * N + 4] * heads + 1]);  // head 1, (2, 4)
+  Vec dt0 = randn<double>(K * heads, rng), dt = dt0;
+  rel_bias_backward(dt.data(), r.data(), buckets.data(), heads, N);
+  expect_fd("dtable", table, dt, dt0, loss);
+}
+
+TEST(FastVsRef, RelBias) {
+  const int64_t N = 53, heads = 3, K = 32;
+  const std::vector<int32_t> buckets = t5_buckets(N, int(K), 128);
+  Rng rng(334);
+  auto table = randn<float>(K * heads, rng), dbias = randn<float>(heads * N * N, rng);
+  std::vector<float> b1(heads * N * N), b2(heads * N * N);
+  rel_bias_forward(b1.data(), buckets.data(), table.data(), heads, N);
+  rel_bias_forward_ref(b2.data(), buckets.data(), table.data(), heads, N);
+  EXPECT_EQ(b1, b2);  // a gather: the same bits
+  std::vector<float> dt[2];
+  for (const int threads : {1, 2}) {
+    const test::WithThreads with(threads);
+    dt[threads - 1].assign(K * heads, 0.5f);
+    rel_bias_backward(dt[threads - 1].data(), dbias.data(), buckets.data(), heads, N);
+  }
+  EXPECT_EQ(dt[0], dt[1]);
+  std::vector<float> dt2(K * heads, 0.5f);
+  rel_bias_backward_ref(dt2.data(), dbias.data(), buckets.data(), heads, N);
+  // The far buckets hold hundreds of pairs: sums ~√(N²) in size.
+  EXPECT_TRUE(close("dtable", dt[1], dt2, tol::kFastVsRef, double(N)));
 }
 
 }  // namespace

@@ -8,8 +8,10 @@
 #include "nn/init.h"
 #include "nn/onnx_graph.h"
 #include "ops/cross_entropy.h"
+#include "ops/embedding.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
+#include "ops/rel_bias.h"
 #include "text/tokenizer.h"
 
 #define GMLP_PROFILE(name) const ::gmlp::profile::Scope gmlp_profile_scope(name)
@@ -209,20 +211,11 @@ const T* TextModel<T>::encode(const int32_t* ids, int64_t B, Rng* rng) {
     }
   {
     GMLP_PROFILE("fwd.embed");
-    T* x0 = stream(0);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < M; ++r) {  // token-major row r = n·B + b holds ids[b·N + n]
-      const int64_t n = r / B, b = r % B;
-      const T* e = w + embed_ + int64_t(ids[b * N + n]) * D;
-      const T* p = pos_ >= 0 ? w + pos_ + n * D : nullptr;
-      const T* s = seg_ >= 0 ? w + seg_ + int64_t(segs_[b * N + n]) * D : nullptr;
-      for (int64_t d = 0; d < D; ++d) x0[r * D + d] = e[d] + (p ? p[d] : T(0)) + (s ? s[d] : T(0));
-    }
+    embedding_forward(stream(0), ids, seg_ >= 0 ? segs_.data() : nullptr, w + embed_,
+                      pos_ >= 0 ? w + pos_ : nullptr, seg_ >= 0 ? w + seg_ : nullptr, N, B, D);
   }
   if (rel_ >= 0) {
-    const int64_t H = cfg_.heads;
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t e = 0; e < N * N; ++e) bias_buf_[h * N * N + e] = w[rel_ + buckets_[e] * H + h];
+    rel_bias_forward(bias_buf_, buckets_.data(), w + rel_, int64_t(cfg_.heads), N);
     score_bias_.bias = bias_buf_;
   }
   if (pads_masked()) {  // [PAD] (id 0) keys get -1e9: exp underflows to exactly 0
@@ -332,22 +325,9 @@ void TextModel<T>::backward_encoder() {
   }
   for (int64_t l = L - 1; l >= 0; --l) layers_[l]->backward(dX_, x_[l], w, g, B);
   GMLP_PROFILE("bwd.embed");
-  if (rel_ >= 0) {
-    const int64_t H = cfg_.heads;
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t e = 0; e < N * N; ++e) g[rel_ + buckets_[e] * H + h] += dbias_buf_[h * N * N + e];
-  }
-  for (int64_t r = 0; r < M; ++r) {  // the embedding's rows gather; their gradients scatter-add
-    const int64_t n = r / B, b = r % B;
-    T* ge = g + embed_ + int64_t(ids_[b * N + n]) * D;
-    T* gp = pos_ >= 0 ? g + pos_ + n * D : nullptr;
-    T* gs = seg_ >= 0 ? g + seg_ + int64_t(segs_[b * N + n]) * D : nullptr;
-    for (int64_t d = 0; d < D; ++d) {
-      ge[d] += dX_[r * D + d];
-      if (gp) gp[d] += dX_[r * D + d];
-      if (gs) gs[d] += dX_[r * D + d];
-    }
-  }
+  if (rel_ >= 0) rel_bias_backward(g + rel_, dbias_buf_, buckets_.data(), int64_t(cfg_.heads), N);
+  embedding_backward(g + embed_, pos_ >= 0 ? g + pos_ : nullptr, seg_ >= 0 ? g + seg_ : nullptr,
+                     dX_, ids_.data(), seg_ >= 0 ? segs_.data() : nullptr, N, B, D);
 }
 
 template <class T>
