@@ -5,6 +5,10 @@
 #   make demo      build, then train gMLP on Fashion-MNIST into runs/demo/
 #   make test      build, then run every test (ctest) with the Python of .venv/
 #   make bench     build, then gmlp beside PyTorch and ONNX Runtime (bench/run_all.py, .venv/)
+#   make bench-ops build and run the per-op benchmark (bench/ops_bench.cpp): each op forward and
+#                  backward, fast and _ref, 1 and 2 threads, at the presets' shapes; the median
+#                  and spread of BENCH_OPS_REPS (default 5) repetitions, after the commit and CPU;
+#                  BENCH_OPS_ARGS passes Google Benchmark flags (docs/benchmarks.md)
 #   make install   install into PREFIX (default /usr/local): headers, library, CMake package,
 #                  pkg-config file, CLI
 #   make deps | deps-python | deps-bench   only the set-up (scripts/setup.sh)
@@ -56,6 +60,19 @@ test: deps-python build
 # e.g. make bench BENCH_ARGS="--quick --shapes fmnist-s" (see bench/run_all.py --help)
 bench: deps-bench build
 	$(VENV_PYTHON) bench/run_all.py --gmlp $(BUILD)/gmlp $(BENCH_ARGS)
+
+# Each op on its own (bench/ops_bench.cpp): Google Benchmark's mean, median and spread over
+# BENCH_OPS_REPS repetitions of at least 0.05 s each. A regex with | or ( ) is quoted inside the
+# variable: make bench-ops BENCH_OPS_ARGS="--benchmark_filter='/(fmnist-s|gmlp-ti16)/'" runs two
+# shapes; build/gmlp_ops_bench --help lists the flags.
+BENCH_OPS_REPS ?= 5
+.PHONY: bench-ops
+bench-ops: deps $(BUILD)/CMakeCache.txt
+	@cmake --build $(BUILD) -j $(JOBS) --target gmlp_ops_bench
+	@echo "commit: $$(git describe --always --dirty 2>/dev/null || echo unknown)"
+	@echo "cpu: $$(lscpu | sed -n 's/^Model name: *//p')"
+	@$(BUILD)/gmlp_ops_bench --benchmark_repetitions=$(BENCH_OPS_REPS) --benchmark_display_aggregates_only=true \
+	  --benchmark_min_time=0.05 --benchmark_counters_tabular=true $(BENCH_OPS_ARGS)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

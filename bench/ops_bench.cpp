@@ -1,0 +1,415 @@
+// Per-op benchmark (make bench-ops): every op's forward and backward, the fast version on 1 and
+// 2 threads and its plain _ref twin, at the shapes the presets train (Google Benchmark).
+// Names are OP/SHAPE/PASS/VARIANT/threads:T, e.g. sgu/fmnist-s/bwd/fast/threads:2, so
+// --benchmark_filter picks ops, shapes or variants. The _ref twins are serial loops, so they run on
+// one thread only. Counters, per second of wall-clock time: FLOP (the op's arithmetic, as listed
+// beside each case) and bytes (what the op's contract reads and writes, each tensor once: inputs
+// and saved values read, outputs written; scratch not counted). Buffers are filled once per run,
+// and each run of a fast version calls it once before timing it.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/build_info.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "nn/config.h"
+#include "nn/text_model.h"
+#include "ops/add_relu.h"
+#include "ops/affine.h"
+#include "ops/attention.h"
+#include "ops/column_layernorm.h"
+#include "ops/column_softmax.h"
+#include "ops/conv2d.h"
+#include "ops/cross_entropy.h"
+#include "ops/embedding.h"
+#include "ops/gelu.h"
+#include "ops/layer_scale.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+#include "ops/rel_bias.h"
+#include "ops/row_bias.h"
+#include "ops/sgu.h"
+#include "ops/softmax.h"
+#include "ops/sum_normalize.h"
+
+namespace gmlp {
+namespace {
+
+// One benchmark shape: a preset's dimensions and the batch it is benchmarked at.
+struct Shape {
+  std::string name;
+  int64_t N, B, D, F;  // tokens, batch, width, expanded width (d_ffn)
+  int64_t K;           // classes; the vocabulary for a text shape
+  bool text = false;
+  int64_t heads = 4;   // attention (ViT/BERT's 4 heads); external attention's heads
+  int64_t memory = 0;  // external attention's memory units per head
+  int64_t cnn_C = 0, cnn_S = 0;  // > 0: conv2d and add_relu at the CNN's first stage, C channels, S×S
+  int64_t M() const { return N * B; }
+};
+
+// fmnist-s and cifar-s at their presets' batch, gMLP-Ti/16 at batch 8 (make bench's shape; the
+// preset's 1024 is the paper's), the KJV text models at theirs. The CNN's convolution and the
+// other kinds' ops (ResMLP, feed-forward-only, external attention) run at the same N, B and D.
+std::vector<Shape> shapes() {
+  std::vector<Shape> out;
+  const ModelConfig& cnn = find_preset("fmnist-cnn").config;
+  auto image = [&](const char* name, int64_t batch, bool conv) {
+    const Preset& p = find_preset(name);
+    const ModelConfig& c = p.config;
+    Shape s{name, c.tokens(), batch ? batch : p.train.batch_size, c.dim, c.ffn, c.num_classes};
+    s.heads = c.heads, s.memory = c.memory;
+    if (conv) s.cnn_C = cnn.dim, s.cnn_S = c.img_size;
+    out.push_back(s);
+  };
+  image("fmnist-s", 0, true);
+  image("cifar-s", 0, true);
+  image("gmlp-ti16", 8, false);
+  const TextPreset& t = find_text_preset("kjv-gmlp");
+  Shape k{"kjv", t.config.seq_len, t.batch_size, t.config.dim, t.config.ffn, t.config.vocab_size, true};
+  k.heads = find_text_preset("kjv-bert").config.heads;
+  out.push_back(k);
+  return out;
+}
+
+// Buffers of one benchmark run, uniform in [lo, hi) (cheap to fill; the ops' speed does not
+// depend on the values).
+class Buffers {
+ public:
+  float* uniform(int64_t n, float lo = -1.f, float hi = 1.f) {
+    std::vector<float>& v = owned_.emplace_back(size_t(n));
+    for (float& x : v) x = float(rng_.uniform(lo, hi));
+    return v.data();
+  }
+  float* fill(int64_t n, float value) { return owned_.emplace_back(size_t(n), value).data(); }
+  int32_t* ints(int64_t n, int64_t below) {  // in [0, below)
+    std::vector<int32_t>& v = ints_.emplace_back(size_t(n));
+    for (int32_t& x : v) x = int32_t(rng_.below(uint64_t(below)));
+    return v.data();
+  }
+
+ private:
+  Rng rng_{20260101};
+  std::vector<std::vector<float>> owned_;
+  std::vector<std::vector<int32_t>> ints_;
+};
+
+using Call = std::function<void()>;
+using Setup = std::function<Call(Buffers&)>;
+
+constexpr double kF = sizeof(float);
+
+void add(const std::string& op, const Shape& s, const char* pass, bool ref, double flops,
+         double bytes, Setup setup) {
+  for (const int threads : {1, 2}) {
+    if (ref && threads > 1) continue;  // the _ref loops are serial
+    const std::string name = op + "/" + s.name + "/" + pass + "/" + (ref ? "ref" : "fast") +
+                             "/threads:" + std::to_string(threads);
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+      set_threads(threads);
+      Buffers buf;
+      const Call call = setup(buf);
+      if (!ref) call();  // warm-up: per-thread scratch, oneDNN's primitives (a _ref has neither)
+      for (auto _ : st) call();
+      st.counters["FLOP"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+      st.counters["bytes"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+    })->UseRealTime()->Unit(benchmark::kMicrosecond);
+  }
+}
+
+// add() for an op with a fast version and a _ref twin: setup(buf, ref).
+void add_both(const std::string& op, const Shape& s, const char* pass, double flops, double bytes,
+              const std::function<Call(Buffers&, bool)>& setup) {
+  for (const bool ref : {false, true})
+    add(op, s, pass, ref, flops, bytes, [setup, ref](Buffers& b) { return setup(b, ref); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ops of every model: linear (fc1), the spatial gating unit, layernorm, GELU, attention,
+// softmax and cross-entropy, and conv2d where the shape has a CNN.
+void register_heavy(const Shape& s) {
+  const int64_t N = s.N, B = s.B, D = s.D, F = s.F, M = s.M(), H = F / 2;
+
+  // linear: gMLP's fc1, (M, D) → (M, F). fwd 2·M·D·F; bwd 4·M·D·F (dx, dW) + M·F (db).
+  add_both("linear", s, "fwd", 2.0 * M * D * F, kF * (M * D + F * D + F + M * F), [=](Buffers& b, bool ref) -> Call {
+    float *y = b.fill(M * F, 0), *x = b.uniform(M * D), *W = b.uniform(F * D, -0.1f, 0.1f), *bias = b.uniform(F);
+    if (ref) return [=] { linear_forward_ref(y, x, W, bias, M, D, F); };
+    return [=] { linear_forward(y, x, W, bias, M, D, F); };
+  });
+  add_both("linear", s, "bwd", 4.0 * M * D * F + 1.0 * M * F, kF * (M * F + M * D + F * D + M * D + F * D + F),
+           [=](Buffers& b, bool ref) -> Call {
+    float *dx = b.fill(M * D, 0), *dW = b.fill(F * D, 0), *db = b.fill(F, 0);
+    float *dy = b.uniform(M * F), *x = b.uniform(M * D), *W = b.uniform(F * D, -0.1f, 0.1f);
+    if (ref) return [=] { linear_backward_ref(dx, dW, db, dy, x, W, M, D, F); };
+    return [=] { linear_backward(dx, dW, db, dy, x, W, M, D, F, true); };
+  });
+
+  // sgu (split gate): the N×N token projection per image, 2·B·N²·H, plus LayerNorm and gate
+  // (10 per element of (M, H)); backward 4·B·N²·H + 20·M·H. Saved: vn, g (M, H), mean, rstd (M).
+  const SguShape sg{N, B, F, SguGate::split};
+  const double sgu_param_bytes = kF * (2 * H + N * N + N);
+  add_both("sgu", s, "fwd", 2.0 * B * N * N * H + 10.0 * M * H,
+           kF * (M * F + 3 * M * H + 2 * M) + sgu_param_bytes, [=](Buffers& b, bool ref) -> Call {
+    float *out = b.fill(M * H, 0), *vn = b.fill(M * H, 0), *mean = b.fill(M, 0), *rstd = b.fill(M, 0), *g = b.fill(M * H, 0);
+    float *z = b.uniform(M * F), *gamma = b.uniform(H), *beta = b.uniform(H), *W = b.uniform(N * N, -0.1f, 0.1f), *bias = b.uniform(N);
+    if (ref) return [=] { sgu_forward_ref(out, z, gamma, beta, W, bias, sg, 1e-5f); };
+    return [=] { sgu_forward(out, vn, mean, rstd, g, z, gamma, beta, W, bias, sg, 1e-5f); };
+  });
+  add_both("sgu", s, "bwd", 4.0 * B * N * N * H + 20.0 * M * H,
+           kF * (M * H + M * F + 2 * M * H + 2 * M + M * F) + sgu_param_bytes, [=](Buffers& b, bool ref) -> Call {
+    float *dz = b.fill(M * F, 0), *dgamma = b.fill(H, 0), *dbeta = b.fill(H, 0), *dW = b.fill(N * N, 0), *db = b.fill(N, 0);
+    float *vn = b.fill(M * H, 0), *mean = b.fill(M, 0), *rstd = b.fill(M, 0), *g = b.fill(M * H, 0), *out = b.fill(M * H, 0);
+    float *dout = b.uniform(M * H), *z = b.uniform(M * F), *gamma = b.uniform(H), *beta = b.uniform(H);
+    float *W = b.uniform(N * N, -0.1f, 0.1f), *bias = b.uniform(N);
+    if (ref) return [=] { sgu_backward_ref(dz, dgamma, dbeta, dW, db, dout, z, gamma, beta, W, bias, sg, 1e-5f); };
+    sgu_forward(out, vn, mean, rstd, g, z, gamma, beta, W, bias, sg, 1e-5f);
+    return [=] { sgu_backward(dz, dgamma, dbeta, dW, db, dout, z, vn, mean, rstd, g, gamma, W, sg); };
+  });
+
+  // layernorm over D per row: 8 per element forward, 19 backward (dx, dγ, dβ).
+  add_both("layernorm", s, "fwd", 8.0 * M * D, kF * (2 * M * D + 2 * D + 2 * M), [=](Buffers& b, bool ref) -> Call {
+    float *y = b.fill(M * D, 0), *mean = b.fill(M, 0), *rstd = b.fill(M, 0);
+    float *x = b.uniform(M * D), *gamma = b.uniform(D), *beta = b.uniform(D);
+    if (ref) return [=] { layernorm_forward_ref(y, D, mean, rstd, x, D, gamma, beta, M, D, 1e-6f); };
+    return [=] { layernorm_forward(y, D, mean, rstd, x, D, gamma, beta, M, D, 1e-6f); };
+  });
+  add_both("layernorm", s, "bwd", 19.0 * M * D, kF * (3 * M * D + 2 * M + 3 * D), [=](Buffers& b, bool ref) -> Call {
+    float *dx = b.fill(M * D, 0), *dgamma = b.fill(D, 0), *dbeta = b.fill(D, 0), *mean = b.fill(M, 0), *rstd = b.fill(M, 0);
+    float *dy = b.uniform(M * D), *x = b.uniform(M * D), *gamma = b.uniform(D), *beta = b.uniform(D);
+    layernorm_forward(b.fill(M * D, 0), D, mean, rstd, x, D, gamma, beta, M, D, 1e-6f);
+    if (ref) return [=] { layernorm_backward_ref(dx, D, dgamma, dbeta, dy, D, x, D, mean, rstd, gamma, M, D); };
+    return [=] { layernorm_backward(dx, D, dgamma, dbeta, dy, D, x, D, mean, rstd, gamma, M, D, true); };
+  });
+
+  // gelu on fc1's output (M, F): 5 per element forward (erf counted as one), 12 backward.
+  const int64_t n = M * F;
+  add_both("gelu", s, "fwd", 5.0 * n, kF * 2 * n, [=](Buffers& b, bool ref) -> Call {
+    float *y = b.fill(n, 0), *x = b.uniform(n, -4.f, 4.f);
+    if (ref) return [=] { gelu_forward_ref(y, x, n); };
+    return [=] { gelu_forward(y, x, n); };
+  });
+  add_both("gelu", s, "bwd", 12.0 * n, kF * 3 * n, [=](Buffers& b, bool ref) -> Call {
+    float *dx = b.fill(n, 0), *dy = b.uniform(n), *x = b.uniform(n, -4.f, 4.f);
+    if (ref) return [=] { gelu_backward_ref(dx, dy, x, n); };
+    return [=] { gelu_backward(dx, dy, x, n); };
+  });
+
+  // attention, ViT's (images) or BERT's (text) heads: QKᵀ and PV 4·B·heads·N²·dh, softmax
+  // 4·B·heads·N²; backward 8·B·heads·N²·dh + 6·B·heads·N². Saved: P (B, heads, N, N).
+  const AttnShape as{N, B, s.heads, D / s.heads};
+  const int64_t W3 = 3 * as.width(), P = B * s.heads * N * N;
+  add_both("attention", s, "fwd", 4.0 * P * as.dh + 4.0 * P, kF * (M * W3 + M * as.width() + P), [=](Buffers& b, bool ref) -> Call {
+    float *o = b.fill(M * as.width(), 0), *Pb = b.fill(P, 0), *qkv = b.uniform(M * W3);
+    if (ref) return [=] { attention_forward_ref(o, qkv, as); };
+    return [=] { attention_forward(o, Pb, qkv, as); };
+  });
+  add_both("attention", s, "bwd", 8.0 * P * as.dh + 6.0 * P, kF * (M * as.width() + 2 * M * W3 + P), [=](Buffers& b, bool ref) -> Call {
+    float *dqkv = b.fill(M * W3, 0), *Pb = b.fill(P, 0), *scratch = b.fill(P, 0);
+    float *dout = b.uniform(M * as.width()), *qkv = b.uniform(M * W3);
+    if (ref) return [=] { attention_backward_ref(dqkv, dout, qkv, as); };
+    attention_forward(b.fill(M * as.width(), 0), Pb, qkv, as);
+    return [=] { attention_backward(dqkv, dout, qkv, Pb, as, scratch); };
+  });
+
+  // softmax and cross-entropy over the head's logits: (B, K) for images, the masked-token chunk
+  // (kMlmChunk, V) for text. softmax 4 per element; cross-entropy 5 forward, 2 backward.
+  const int64_t rows = s.text ? TextModel<float>::kMlmChunk : B, K = s.K;
+  add("softmax", s, "fwd", false, 4.0 * rows * K, kF * 2 * rows * K, [=](Buffers& b) -> Call {
+    float *p = b.fill(rows * K, 0), *l = b.uniform(rows * K, -5.f, 5.f);
+    return [=] {
+      for (int64_t r = 0; r < rows; ++r) softmax_row(p + r * K, l + r * K, K);
+    };
+  });
+  add("cross_entropy", s, "fwd", false, 5.0 * rows * K, kF * (2 * rows * K + rows), [=](Buffers& b) -> Call {
+    float *probs = b.fill(rows * K, 0), *logits = b.uniform(rows * K, -5.f, 5.f);
+    const int32_t* labels = b.ints(rows, K);
+    return [=] { benchmark::DoNotOptimize(cross_entropy_forward(probs, logits, labels, rows, K, 0.1f)); };
+  });
+  add("cross_entropy", s, "bwd", false, 2.0 * rows * K, kF * (2 * rows * K + rows), [=](Buffers& b) -> Call {
+    float *dlogits = b.fill(rows * K, 0), *probs = b.fill(rows * K, 0), *logits = b.uniform(rows * K, -5.f, 5.f);
+    const int32_t* labels = b.ints(rows, K);
+    cross_entropy_forward(probs, logits, labels, rows, K, 0.1f);
+    return [=] { cross_entropy_backward(dlogits, probs, labels, rows, K, 0.1f); };
+  });
+
+  if (s.cnn_C <= 0) return;
+  // conv2d: the CNN's first-stage 3×3 convolution, C → C channels on S×S images, over the chunk
+  // of images that one call takes (ConvBn in nn/cnn.h: batch·Cout/(k²·Cin) images, at least 128
+  // output pixels' worth). 2·chunk·C·S²·C·9 forward, twice that backward (dw, dx).
+  const int64_t C = s.cnn_C, Sc = s.cnn_S;
+  const int64_t chunk = std::clamp<int64_t>(std::max(B * C / (9 * C), (128 + Sc * Sc - 1) / (Sc * Sc)), 1, B);
+  const ConvShape cs{chunk, C, Sc, Sc, C, 3, 1, 1};
+  const int64_t nx = cs.B * cs.Cin * cs.H * cs.W, nw = cs.Cout * cs.col_rows(), ny = cs.B * cs.Cout * cs.Ho() * cs.Wo();
+  const double conv_flops = 2.0 * ny * cs.col_rows();
+  add_both("conv2d", s, "fwd", conv_flops, kF * (nx + nw + ny), [=](Buffers& b, bool ref) -> Call {
+    float *y = b.fill(ny, 0), *x = b.uniform(nx), *w = b.uniform(nw, -0.1f, 0.1f), *col = b.fill(cs.col_size(), 0);
+    if (ref) return [=] { conv2d_forward_ref(y, x, w, cs); };
+    return [=] { conv2d_forward(y, x, w, cs, col); };
+  });
+  add_both("conv2d", s, "bwd", 2 * conv_flops, kF * (ny + 2 * nx + 2 * nw), [=](Buffers& b, bool ref) -> Call {
+    float *dx = b.fill(nx, 0), *dw = b.fill(nw, 0), *col = b.fill(cs.col_size(), 0);
+    float *dy = b.uniform(ny), *x = b.uniform(nx), *w = b.uniform(nw, -0.1f, 0.1f);
+    if (ref) return [=] { conv2d_backward_ref(dx, dw, dy, x, w, cs); };
+    return [=] { conv2d_backward(dx, dw, dy, x, w, cs, col); };
+  });
+  // add_relu: the CNN block's output over the whole batch, (B, C, S, S). 2 per element forward,
+  // 1 backward.
+  const int64_t na = B * C * Sc * Sc;
+  add_both("add_relu", s, "fwd", 2.0 * na, kF * 3 * na, [=](Buffers& b, bool ref) -> Call {
+    float *out = b.fill(na, 0), *x = b.uniform(na), *y = b.uniform(na);
+    if (ref) return [=] { add_relu_forward_ref(out, x, y, na); };
+    return [=] { add_relu_forward(out, x, y, na); };
+  });
+  add_both("add_relu", s, "bwd", 1.0 * na, kF * 3 * na, [=](Buffers& b, bool ref) -> Call {
+    float *dsum = b.fill(na, 0), *dout = b.uniform(na), *out = b.uniform(na);
+    if (ref) return [=] { add_relu_backward_ref(dsum, dout, out, na); };
+    return [=] { add_relu_backward(dsum, dout, out, na); };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The other image kinds' ops at the shape's N, B, D: ResMLP's affine and layer scale, the token
+// MLPs' row bias and the feed-forward-only model's column LayerNorm on (N, B·D), external
+// attention's column softmax on (N, B·heads·memory) and sum normalisation on (N·B·heads, memory).
+void register_image_kinds(const Shape& s) {
+  const int64_t N = s.N, B = s.B, D = s.D, M = s.M(), cols = B * D;
+
+  // affine: 2 per element forward; 5 backward (dx, dα, dβ).
+  add_both("affine", s, "fwd", 2.0 * M * D, kF * (2 * M * D + 2 * D), [=](Buffers& b, bool ref) -> Call {
+    float *y = b.fill(M * D, 0), *x = b.uniform(M * D), *alpha = b.uniform(D), *beta = b.uniform(D);
+    if (ref) return [=] { affine_forward_ref(y, x, alpha, beta, M, D); };
+    return [=] { affine_forward(y, x, alpha, beta, M, D); };
+  });
+  add_both("affine", s, "bwd", 5.0 * M * D, kF * (3 * M * D + 3 * D), [=](Buffers& b, bool ref) -> Call {
+    float *dx = b.fill(M * D, 0), *dalpha = b.fill(D, 0), *dbeta = b.fill(D, 0);
+    float *dy = b.uniform(M * D), *x = b.uniform(M * D), *alpha = b.uniform(D);
+    if (ref) return [=] { affine_backward_ref(dx, dalpha, dbeta, dy, x, alpha, M, D); };
+    return [=] { affine_backward(dx, dalpha, dbeta, dy, x, alpha, M, D); };
+  });
+
+  // layer_scale with drop path: 3 per element forward; 4 backward (dy, dγ).
+  add_both("layer_scale", s, "fwd", 3.0 * M * D, kF * (3 * M * D + D + B), [=](Buffers& b, bool ref) -> Call {
+    float *out = b.fill(M * D, 0), *x = b.uniform(M * D), *y = b.uniform(M * D), *gamma = b.uniform(D);
+    const float* keep = b.fill(B, 1.25f);
+    if (ref) return [=] { layer_scale_forward_ref(out, x, y, keep, gamma, N, B, D); };
+    return [=] { layer_scale_forward(out, x, y, keep, gamma, N, B, D); };
+  });
+  add_both("layer_scale", s, "bwd", 4.0 * M * D, kF * (3 * M * D + 2 * D + B), [=](Buffers& b, bool ref) -> Call {
+    float *dy = b.fill(M * D, 0), *dgamma = b.fill(D, 0), *dout = b.uniform(M * D), *y = b.uniform(M * D);
+    float* gamma = b.uniform(D);
+    const float* keep = b.fill(B, 1.25f);
+    if (ref) return [=] { layer_scale_backward_ref(dy, dgamma, dout, y, keep, gamma, N, B, D); };
+    return [=] { layer_scale_backward(dy, dgamma, dout, y, keep, gamma, N, B, D); };
+  });
+
+  // row_bias on a token-mixing product (N, B·D): 1 per element each way.
+  add_both("row_bias", s, "fwd", 1.0 * N * cols, kF * (2 * N * cols + N), [=](Buffers& b, bool ref) -> Call {
+    float *y = b.uniform(N * cols), *bias = b.uniform(N, -1e-3f, 1e-3f);
+    if (ref) return [=] { row_bias_forward_ref(y, bias, N, cols); };
+    return [=] { row_bias_forward(y, bias, N, cols); };
+  });
+  add_both("row_bias", s, "bwd", 1.0 * N * cols, kF * (N * cols + N), [=](Buffers& b, bool ref) -> Call {
+    float *db = b.fill(N, 0), *dy = b.uniform(N * cols);
+    if (ref) return [=] { row_bias_backward_ref(db, dy, N, cols); };
+    return [=] { row_bias_backward(db, dy, N, cols); };
+  });
+
+  // column_layernorm over the N tokens of each of the B·D columns: 8 forward, 19 backward.
+  add_both("column_layernorm", s, "fwd", 8.0 * N * cols, kF * (2 * N * cols + 2 * cols + 2 * N), [=](Buffers& b, bool ref) -> Call {
+    float *y = b.fill(N * cols, 0), *mean = b.fill(cols, 0), *rstd = b.fill(cols, 0);
+    float *x = b.uniform(N * cols), *gamma = b.uniform(N), *beta = b.uniform(N);
+    if (ref) return [=] { column_layernorm_forward_ref(y, mean, rstd, x, gamma, beta, N, cols, 1e-6f); };
+    return [=] { column_layernorm_forward(y, mean, rstd, x, gamma, beta, N, cols, 1e-6f); };
+  });
+  add_both("column_layernorm", s, "bwd", 19.0 * N * cols, kF * (3 * N * cols + 2 * cols + 3 * N), [=](Buffers& b, bool ref) -> Call {
+    float *dx = b.fill(N * cols, 0), *dgamma = b.fill(N, 0), *dbeta = b.fill(N, 0), *mean = b.fill(cols, 0), *rstd = b.fill(cols, 0);
+    float *dy = b.uniform(N * cols), *x = b.uniform(N * cols), *gamma = b.uniform(N), *beta = b.uniform(N);
+    column_layernorm_forward(b.fill(N * cols, 0), mean, rstd, x, gamma, beta, N, cols, 1e-6f);
+    if (ref) return [=] { column_layernorm_backward_ref(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, N, cols); };
+    return [=] { column_layernorm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, N, cols); };
+  });
+
+  // External attention's scores (N, B·heads·S), S memory units: the column softmax 5 per
+  // element forward, 4 backward; the sum normalisation 2 forward, 4 backward.
+  const int64_t S = s.memory, acols = B * s.heads * S, R = M * s.heads, E = N * acols;
+  add_both("column_softmax", s, "fwd", 5.0 * E, kF * 2 * E, [=](Buffers& b, bool ref) -> Call {
+    float *p = b.fill(E, 0), *a = b.uniform(E, -3.f, 3.f);
+    if (ref) return [=] { column_softmax_forward_ref(p, a, N, acols); };
+    return [=] { column_softmax_forward(p, a, N, acols); };
+  });
+  add_both("column_softmax", s, "bwd", 4.0 * E, kF * 3 * E, [=](Buffers& b, bool ref) -> Call {
+    float *da = b.fill(E, 0), *p = b.fill(E, 0), *dp = b.uniform(E);
+    column_softmax_forward(p, b.uniform(E, -3.f, 3.f), N, acols);
+    if (ref) return [=] { column_softmax_backward_ref(da, dp, p, N, acols); };
+    return [=] { column_softmax_backward(da, dp, p, N, acols); };
+  });
+  add_both("sum_normalize", s, "fwd", 2.0 * E, kF * (2 * E + R), [=](Buffers& b, bool ref) -> Call {
+    float *r = b.fill(E, 0), *psum = b.fill(R, 0), *p = b.uniform(E, 0.f, 1.f);
+    if (ref) return [=] { sum_normalize_forward_ref(r, psum, p, R, S); };
+    return [=] { sum_normalize_forward(r, psum, p, R, S); };
+  });
+  add_both("sum_normalize", s, "bwd", 4.0 * E, kF * (3 * E + R), [=](Buffers& b, bool ref) -> Call {
+    float *dp = b.fill(E, 0), *r = b.fill(E, 0), *psum = b.fill(R, 0), *dr = b.uniform(E), *p = b.uniform(E, 0.f, 1.f);
+    sum_normalize_forward(r, psum, p, R, S);
+    if (ref) return [=] { sum_normalize_backward_ref(dp, dr, p, R, S); };
+    return [=] { sum_normalize_backward(dp, dr, r, psum, R, S); };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The text models' own ops: the embedding with BERT's positions (no segments: those are
+// finetuning's), and T5's relative bias (32 buckets up to distance 128, BERT's heads).
+void register_text(const Shape& s) {
+  const int64_t N = s.N, B = s.B, D = s.D, V = s.K, M = s.M(), H = s.heads;
+  // fwd: one add per element, the rows gathered; bwd: two adds per element, the rows scattered.
+  add_both("embedding", s, "fwd", 1.0 * M * D, kF * (2 * M * D + N * D + M), [=](Buffers& b, bool ref) -> Call {
+    float *x = b.fill(M * D, 0), *table = b.uniform(V * D), *pos = b.uniform(N * D);
+    const int32_t* ids = b.ints(M, V);
+    if (ref) return [=] { embedding_forward_ref<float>(x, ids, nullptr, table, pos, nullptr, N, B, D); };
+    return [=] { embedding_forward<float>(x, ids, nullptr, table, pos, nullptr, N, B, D); };
+  });
+  add_both("embedding", s, "bwd", 2.0 * M * D, kF * (2 * M * D + N * D + M), [=](Buffers& b, bool ref) -> Call {
+    float *dtable = b.fill(V * D, 0), *dpos = b.fill(N * D, 0), *dx = b.uniform(M * D);
+    const int32_t* ids = b.ints(M, V);
+    if (ref) return [=] { embedding_backward_ref<float>(dtable, dpos, nullptr, dx, ids, nullptr, N, B, D); };
+    return [=] { embedding_backward<float>(dtable, dpos, nullptr, dx, ids, nullptr, N, B, D); };
+  });
+  const int nb = 32;
+  std::vector<int32_t> buckets(N * N);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < N; ++j) buckets[i * N + j] = t5_bucket(int(j - i), nb, 128);
+  add_both("rel_bias", s, "fwd", 0.0, kF * (H * N * N + N * N + nb * H), [=](Buffers& b, bool ref) -> Call {
+    float *bias = b.fill(H * N * N, 0), *table = b.uniform(nb * H);
+    if (ref) return [=] { rel_bias_forward_ref(bias, buckets.data(), table, H, N); };
+    return [=] { rel_bias_forward(bias, buckets.data(), table, H, N); };
+  });
+  add_both("rel_bias", s, "bwd", 1.0 * H * N * N, kF * (H * N * N + N * N + nb * H), [=](Buffers& b, bool ref) -> Call {
+    float *dtable = b.fill(nb * H, 0), *dbias = b.uniform(H * N * N);
+    if (ref) return [=] { rel_bias_backward_ref(dtable, dbias, buckets.data(), H, N); };
+    return [=] { rel_bias_backward(dtable, dbias, buckets.data(), H, N); };
+  });
+}
+
+}  // namespace
+}  // namespace gmlp
+
+int main(int argc, char** argv) {
+  using namespace gmlp;
+  for (const Shape& s : shapes()) {
+    register_heavy(s);
+    if (s.text)
+      register_text(s);
+    else
+      register_image_kinds(s);
+  }
+  benchmark::AddCustomContext("gmlp_commit", build_commit());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
