@@ -19,6 +19,7 @@ void global_avg_pool_forward(T* y, const T* x, int64_t B, int64_t C, int64_t HW)
 
 template <class T>
 void global_avg_pool_backward(T* dx, const T* dy, int64_t B, int64_t C, int64_t HW) {
+  // fwd: y[b, c] = (1/HW) Σ_i x[b, c, i]  =>  dx[b, c, i] = dy[b, c] / HW
   const T inv = T(1) / T(HW);
 #pragma omp parallel for schedule(static)
   for (int64_t j = 0; j < B * C; ++j) std::fill(dx + j * HW, dx + (j + 1) * HW, dy[j] * inv);

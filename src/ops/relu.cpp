@@ -10,6 +10,7 @@ void relu_forward(T* y, const T* x, int64_t n) {
 
 template <class T>
 void relu_backward_inplace(T* dy, const T* y, int64_t n) {
+  // fwd: y = max(x, 0)  =>  dx = dy·[y > 0], written over dy
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) dy[i] = y[i] > T(0) ? dy[i] : T(0);
 }
