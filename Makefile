@@ -11,6 +11,11 @@
 #                  BENCH_OPS_ARGS passes Google Benchmark flags (docs/benchmarks.md)
 #   make install   install into PREFIX (default /usr/local): headers, library, CMake package,
 #                  pkg-config file, CLI
+#   make test-sanitize   build with AddressSanitizer and UndefinedBehaviorSanitizer in
+#                  SANITIZE_BUILD (default build-asan) and run the unit tests and the CLI test
+#   make fuzz      build the libFuzzer harnesses (clang-14, ASan + UBSan) in FUZZ_BUILD (default
+#                  build-fuzz), then run each for FUZZ_SECONDS (default 60) over its corpus and
+#                  print runs, coverage and findings per harness
 #   make deps | deps-python | deps-bench   only the set-up (scripts/setup.sh)
 #   make clean     remove the build folder
 #   make help      this list
@@ -21,11 +26,14 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 PREFIX     ?= /usr/local
 CMAKE_ARGS ?=
+SANITIZE_BUILD ?= build-asan
+FUZZ_BUILD     ?= build-fuzz
+FUZZ_SECONDS   ?= 60
 VENV_PYTHON := $(CURDIR)/.venv/bin/python
 # ccache, when installed, makes rebuilds after a checkout or a clean nearly free.
 CCACHE := $(if $(shell command -v ccache 2>/dev/null),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
-.PHONY: all help build demo test bench install clean deps deps-python deps-bench
+.PHONY: all help build demo test test-sanitize fuzz bench install clean deps deps-python deps-bench
 
 all: build
 
@@ -55,6 +63,30 @@ test: deps-python build
 	@grep -q '^GMLP_PYTHON:[A-Z]*=$(VENV_PYTHON)$$' $(BUILD)/CMakeCache.txt || \
 	  cmake -S . -B $(BUILD) -DGMLP_PYTHON=$(VENV_PYTHON) >/dev/null
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The unit tests and the CLI test under ASan + UBSan (RelWithDebInfo, so reports have line numbers);
+# a finding fails its test. Left out: the package tests (an application built against the installed
+# library would need the sanitizers' runtime too), interop_timm and docs (Python checks that
+# exercise no more of gmlp's own code).
+SANITIZE_SKIP := ^(package_.*|interop_timm|docs)$$
+test-sanitize: deps-python
+	@[ -f $(SANITIZE_BUILD)/CMakeCache.txt ] || cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DGMLP_SANITIZE=address,undefined -DGMLP_PYTHON=$(VENV_PYTHON) -DGMLP_BUILD_EXAMPLES=OFF $(CCACHE) >/dev/null
+	@cmake --build $(SANITIZE_BUILD) -j $(JOBS)
+	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -E '$(SANITIZE_SKIP)'
+
+# The harnesses of fuzz/ over their corpora in $(FUZZ_BUILD)/fuzz/corpus/, which grow from run to run;
+# the seeds (fuzz/make_corpus.py) are written once: delete $(FUZZ_BUILD)/fuzz/seeds to remake them.
+# make fuzz FUZZ_ARGS="--only fuzz_image" runs one (fuzz/run_fuzzers.py --help).
+$(FUZZ_BUILD)/CMakeCache.txt:
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 -DGMLP_FUZZ=ON \
+	  -DGMLP_BUILD_TESTS=OFF -DGMLP_BUILD_EXAMPLES=OFF -DGMLP_INSTALL=OFF $(CCACHE) >/dev/null
+
+fuzz: deps-python $(FUZZ_BUILD)/CMakeCache.txt
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target gmlp fuzzers
+	@[ -d $(FUZZ_BUILD)/fuzz/seeds ] || $(VENV_PYTHON) fuzz/make_corpus.py --gmlp $(FUZZ_BUILD)/gmlp --out $(FUZZ_BUILD)/fuzz/seeds
+	$(VENV_PYTHON) fuzz/run_fuzzers.py --build $(FUZZ_BUILD) --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS)
 
 # gmlp beside PyTorch (eager, compile, bf16 autocast, ONNX Runtime) on every benchmark shape;
 # e.g. make bench BENCH_ARGS="--quick --shapes fmnist-s" (see bench/run_all.py --help)

@@ -684,6 +684,19 @@ TEST(Image, JpegWithTooManyHuffmanCodesIsRejected) {
                {"failed to load image '" + path + "': cannot decode it as JPEG (libjpeg: Bogus Huffman table definition)"});
 }
 
+TEST(Image, PngChunkLengthsAreCheckedBeforeLibpngAllocates) {
+  // A valid PNG with a zTXt chunk inserted after IHDR whose length field says 1,912,602,624
+  // bytes: libpng 1.6.39 allocates a text chunk's declared length before reading it (found by
+  // fuzz_image), so the lengths are checked against the file first.
+  const std::vector<uint8_t> gray(9 * 13, 100);
+  std::string png = png_bytes(9, 13, 8, PNG_COLOR_TYPE_GRAY, false, gray);
+  const size_t after_ihdr = 8 + 12 + 13;
+  png.insert(after_ihdr, std::string("\x72\x00\x00\x00zTXtBig\0\0\x78\x9c", 15));
+  expect_error([&] { decode(png, "ztxt.png"); },
+               {"failed to load image 'ztxt.png': cannot decode it as PNG: its chunk 'zTXt' at byte 33 declares "
+                "1912602624 bytes of data, but only "});
+}
+
 TEST(Image, RejectsTruncatedAndOversizedFilesFromTheirHeaders) {
   const std::vector<uint8_t> gray(64 * 64, 100);
   const std::string jpeg = jpeg_bytes(64, 64, 1, gray, false);
@@ -691,7 +704,9 @@ TEST(Image, RejectsTruncatedAndOversizedFilesFromTheirHeaders) {
                {"failed to load image 'half.jpg': cannot decode it as JPEG (libjpeg: Premature end of JPEG file)"});
   const std::string png = png_bytes(64, 64, 8, PNG_COLOR_TYPE_GRAY, false, gray);
   expect_error([&] { decode(png.substr(0, png.size() - 20), "half.png"); },
-               {"failed to load image 'half.png': cannot decode it as PNG (libpng: "});
+               {"failed to load image 'half.png': cannot decode it as PNG: its chunk 'IDAT' at byte "});
+  expect_error([&] { decode(png.substr(0, png.size() - 12), "noend.png"); },  // every chunk whole, no IEND
+               {"failed to load image 'noend.png': cannot decode it as PNG (libpng: "});
   // Sides above the limit, refused from the header: the pixel data is not even there.
   const std::vector<uint8_t> row(9000, 7);
   expect_error([&] { decode(png_bytes(9000, 1, 8, PNG_COLOR_TYPE_GRAY, false, row), "wide.png"); },

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -355,7 +356,9 @@ TEST(PlainText, LoadsNonEmptyLinesAndSplitsByIndex) {
 
 TEST(Tokenizer, TrainsQuicklyWithTheReservedIdsFirst) {
   const auto& t = trained();
+#ifndef GMLP_SANITIZED  // ASan's allocator slows SentencePiece's training several-fold
   EXPECT_LT(t.seconds, 20.0) << "training a 2000-piece vocabulary should take a few seconds";
+#endif
   const Tokenizer& tok = t.tok;
   ASSERT_EQ(tok.vocab_size(), kTestVocab);
   const char* want[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
@@ -466,6 +469,52 @@ TEST(Tokenizer, BadInputsFailWithOneLine) {
       },
       {prefix + ".model", "SentencePiece"});
   EXPECT_FALSE(fs::exists(prefix + ".model"));
+}
+
+// The normalizer's character map inside a model's bytes (NormalizerSpec: name = field 1, then
+// precompiled_charsmap = field 2): its offset and size.
+std::pair<size_t, size_t> charsmap_span(const std::string& model) {
+  const std::string before = "\x0a\x08nmt_nfkc\x12";
+  size_t at = model.find(before);
+  EXPECT_NE(at, std::string::npos);
+  if (at == std::string::npos) return {0, 0};
+  at += before.size();
+  size_t size = 0;
+  for (int shift = 0;; shift += 7) {
+    const auto b = uint8_t(model[at++]);
+    size |= size_t(b & 0x7f) << shift;
+    if (!(b & 0x80)) break;
+  }
+  return {at, size};
+}
+
+TEST(Tokenizer, CorruptCharacterMapIsRejected) {
+  // SentencePiece walks the map's darts-clone trie over every text it encodes with no bounds
+  // checks, and reads a replacement string at whatever offset a leaf holds: a model with a bad
+  // leaf made it read outside the model (fuzz/fuzz_tokenizer, under ASan). The real map passes
+  // (every other tokenizer test loads it); these two corruptions keep the protobuf valid.
+  const std::string model = trained().tok.serialized();
+  const auto [at, size] = charsmap_span(model);
+  ASSERT_GT(size, 4u);
+  uint32_t trie_bytes;
+  std::memcpy(&trie_bytes, model.data() + at, 4);
+  ASSERT_LT(trie_bytes, size);
+  const auto set_unit = [&](std::string& m, size_t i, uint32_t u) { std::memcpy(m.data() + at + 4 + 4 * i, &u, 4); };
+
+  std::string leaves = model;  // every leaf (bit 31 set) points past the replacement strings
+  for (size_t i = 0; i < trie_bytes / 4; ++i) {
+    uint32_t u;
+    std::memcpy(&u, leaves.data() + at + 4 + 4 * i, 4);
+    if (u >> 31) set_unit(leaves, i, 0xffffffffu);
+  }
+  expect_error([&] { Tokenizer::from_serialized(leaves, "in a checkpoint"); },
+               {"failed to load the tokenizer in a checkpoint: expected a SentencePiece model whose normalization "
+                "rules are intact, found one where the normalizer's character map has a replacement at byte "
+                "2147483647 of its "});
+  std::string root = model;  // the root's children far past the trie's end
+  set_unit(root, 0, uint32_t{0x3fffff} << 10);
+  expect_error([&] { Tokenizer::from_serialized(root, "in a checkpoint"); },
+               {"the normalizer's character map has a trie that leads to unit 4194303 of "});
 }
 
 // ---------------------------------------------------------------------------------------------

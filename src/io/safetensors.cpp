@@ -105,10 +105,12 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-File File::open(const std::string& path) {
+File File::open(const std::string& path) { return parse(read_file(path, kMaxFileBytes), path); }
+
+File File::parse(std::string bytes, const std::string& path) {
   File f;
   f.path_ = path;
-  f.bytes_ = read_file(path, kMaxFileBytes);
+  f.bytes_ = std::move(bytes);
   const std::string& b = f.bytes_;
   if (b.size() < 8)
     bad(path, "the file is ", b.size(), " bytes, shorter than the 8-byte header length field");

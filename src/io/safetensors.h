@@ -29,6 +29,8 @@ class File {
  public:
   // Throws gmlp::Error "failed to load '<path>': <what was expected, what was found>".
   static File open(const std::string& path);
+  // The same from a file's bytes already in memory; `name` stands for the path in errors.
+  static File parse(std::string bytes, const std::string& name);
 
   const std::string& path() const { return path_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }

@@ -1,12 +1,14 @@
 // SentencePiece 0.1.97 (github.com/google/sentencepiece): training through
 // SentencePieceTrainer::Train with a key/value spec and a SentenceIterator over the caller's
 // lines, the model returned as bytes (so nothing is written behind our back) and saved with
-// write_file_atomic; loading through LoadFromSerializedProto after our own whole-file read.
+// write_file_atomic; loading through LoadFromSerializedProto after our own whole-file read, then
+// a check of the normalizers' character maps, which SentencePiece trusts (see check_charsmap).
 #include "text/tokenizer.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <cstring>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -44,6 +46,120 @@ class LineIterator : public sentencepiece::SentenceIterator {
   const std::vector<std::string>& lines_;
   size_t i_ = 0;
 };
+
+// --- the normalizers' character maps ----------------------------------------------------------
+// A model's NormalizerSpec (and DenormalizerSpec) may carry precompiled_charsmap: a 4-byte
+// little-endian trie size, a darts-clone double-array trie of that many bytes (32-bit units),
+// then NUL-terminated replacement strings that the trie's leaves index (SentencePiece's
+// normalizer.cc, DecodePrecompiledCharsMap and NormalizePrefix). SentencePiece checks only the
+// trie size: it walks the trie over the text to encode without bounds checks and reads the
+// replacement at whatever offset a leaf holds, so a corrupt map reads outside the model. Every
+// unit a text can reach is checked here instead, before the model is used.
+
+// Calls f(field, wire type, payload) for each field of a protobuf message (payload: the bytes of
+// a length-delimited field, empty otherwise); false if the message is malformed or uses groups.
+template <class F>
+bool proto_fields(std::string_view msg, F f) {
+  size_t pos = 0;
+  const auto varint = [&](uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && pos < msg.size(); shift += 7) {
+      const auto b = uint8_t(msg[pos++]);
+      *v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  };
+  while (pos < msg.size()) {
+    uint64_t key = 0, v = 0;
+    if (!varint(&key)) return false;
+    std::string_view payload;
+    switch (key & 7) {
+      case 0: if (!varint(&v)) return false; break;
+      case 1: if (msg.size() - pos < 8) return false; pos += 8; break;
+      case 5: if (msg.size() - pos < 4) return false; pos += 4; break;
+      case 2:
+        if (!varint(&v) || v > msg.size() - pos) return false;
+        payload = msg.substr(pos, v);
+        pos += v;
+        break;
+      default: return false;
+    }
+    f(key >> 3, key & 7, payload);
+  }
+  return true;
+}
+
+// Empty if the character map is safe to use, else what is wrong with it.
+std::string check_charsmap(std::string_view map) {
+  if (map.empty()) return "";  // no normalization rules
+  // SentencePiece refuses these two at load already; here they bound the reads below.
+  uint32_t trie_bytes = 0;
+  if (map.size() <= 4) return cat("is ", map.size(), " bytes, too short for its header");
+  std::memcpy(&trie_bytes, map.data(), 4);
+  if (trie_bytes >= map.size() - 4)
+    return cat("declares a ", trie_bytes, "-byte trie but holds ", map.size() - 4, " bytes after its header");
+  const size_t n = trie_bytes / 4;  // units
+  const std::string_view strings = map.substr(4 + size_t(trie_bytes));
+  if (n == 0) return "has an empty trie";
+  const auto unit = [&](size_t i) {
+    uint32_t u;
+    std::memcpy(&u, map.data() + 4 + 4 * i, 4);
+    return u;
+  };
+  // darts-clone's unit: has_leaf bit 8, label bits 0-7 and 31 (set on leaves), offset above.
+  const auto offset = [](uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); };
+  const auto label = [](uint32_t u) { return u & ((1u << 31) | 0xff); };
+  // Over the trie's states (the position a state's children are found from), each once.
+  std::vector<bool> seen(n);
+  std::vector<size_t> todo;
+  const auto reach = [&](size_t base) {
+    if (base < n && seen[base]) return;
+    if (base < n) seen[base] = true;
+    todo.push_back(base);
+  };
+  reach(offset(unit(0)));
+  while (!todo.empty()) {
+    const size_t base = todo.back();
+    todo.pop_back();
+    for (size_t c = 0; c < 256; ++c) {  // every byte a text may hold next
+      const size_t at = base ^ c;
+      if (at >= n) return cat("has a trie that leads to unit ", at, " of ", n);
+      const uint32_t u = unit(at);
+      if (label(u) != c) continue;
+      const size_t next = at ^ offset(u);
+      if (u >> 8 & 1) {  // a leaf below: the replacement's offset
+        if (next >= n) return cat("has a trie that leads to unit ", next, " of ", n);
+        const uint32_t value = unit(next) & ((1u << 31) - 1);
+        if (value >= strings.size())
+          return cat("has a replacement at byte ", value, " of its ", strings.size(), "-byte strings");
+      }
+      reach(next);
+    }
+  }
+  return "";
+}
+
+// Fails unless both normalizers' character maps in a model proto (as SentencePiece serializes
+// it: each field once) pass check_charsmap. ModelProto: normalizer_spec = 3,
+// denormalizer_spec = 5; NormalizerSpec: precompiled_charsmap = 2.
+void check_normalizers(std::string_view model, const std::string& source) {
+  std::string problem;
+  bool specs_parsed = true;
+  const bool parsed = proto_fields(model, [&](uint64_t field, uint64_t wire, std::string_view spec) {
+    if ((field != 3 && field != 5) || wire != 2 || !problem.empty()) return;
+    std::string_view map;
+    specs_parsed &= proto_fields(spec, [&](uint64_t f, uint64_t w, std::string_view v) {
+      if (f == 2 && w == 2) map = v;
+    });
+    if (const std::string p = check_charsmap(map); !p.empty())
+      problem = cat("the ", field == 3 ? "normalizer" : "denormalizer", "'s character map ", p);
+  });
+  if (!parsed || !specs_parsed) problem = "its protobuf message cannot be read back";
+  if (!problem.empty())
+    fail("failed to load the tokenizer ", source, ": expected a SentencePiece model whose normalization "
+         "rules are intact, found one where ", problem);
+}
 
 }  // namespace
 
@@ -109,6 +225,7 @@ Tokenizer Tokenizer::from_serialized(std::string_view bytes, const std::string& 
   if (!status.ok())
     fail("failed to load the tokenizer ", source, ": expected a SentencePiece model (",
          one_line(status.ToString()), ")");
+  check_normalizers(sp->serialized_model_proto(), source);
   const int n = sp->GetPieceSize();
   if (n <= kNumReserved)
     fail("failed to load the tokenizer ", source, ": expected more than ", kNumReserved,
