@@ -166,8 +166,7 @@ TEST_P(ReferenceParity, LogitsLossGradientsAndAdamWSteps) {
     cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, smoothing);
     m.zero_grad();
     m.backward(dlogits.data());
-    clip_grad_norm(m.grads(), m.num_params(), clip);
-    opt.step(m.weights(), m.grads(), lr);
+    optimizer_step(opt, m.weights(), m.grads(), m.num_params(), clip, lr);
     ema_update(ema.data(), m.weights(), m.num_params(), ema_decay);
     for (const ParamInfo& p : m.params()) {
       std::vector<float> got(m.weights() + p.offset, m.weights() + p.offset + p.numel);

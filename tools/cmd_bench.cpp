@@ -137,8 +137,7 @@ void add_bench(CLI::App& app) {
       }
       model->backward(dlogits.data());
       const profile::Scope p("optimizer");
-      clip_grad_norm(model->grads(), model->num_params(), 1.0);
-      adamw.step(model->weights(), model->grads(), 1e-4);
+      optimizer_step(adamw, model->weights(), model->grads(), model->num_params(), 1.0, 1e-4);
     };
     const Timing train = measure(train_step, int(B), args->warmup, args->reps);
     // Profiled runs: enough for about a second each at the measured speed.

@@ -19,7 +19,7 @@ struct LmFlags {
   std::string resume;
   int threads = 0;
   bool profile = false, overwrite = false;
-  CLI::Option *epochs = nullptr, *batch = nullptr, *lr = nullptr;
+  RunFlags run;
 };
 
 // What --resume takes besides itself: the rest of a resumed run is its own.
@@ -29,15 +29,9 @@ const std::vector<std::string> kResumeFlags = {"--resume", "--epochs", "--thread
 // one's terms.
 void add_lm_flags(CLI::App& sub, LmFlags& f, bool finetune) {
   LmOptions& o = f.opt;
-  f.epochs = sub.add_option("--epochs", o.epochs, "Epochs (default: the preset's)")->check(at_least(1));
-  f.batch = finetune ? sub.add_option("--batch-size", o.batch_size, "Examples per step")->capture_default_str()
-                     : sub.add_option("--batch-size", o.batch_size, "Sequences per step (default: the preset's)");
-  f.batch->check(at_least(1));
-  f.lr = sub.add_option("--lr", o.lr, "Peak learning rate (default: the preset's)")->check(real_in(0, INFINITY));
-  sub.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay")->check(real_in(0, INFINITY))->capture_default_str();
-  sub.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->check(real_in(0, INFINITY))->capture_default_str();
-  sub.add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")->check(real_in(0, INFINITY))->capture_default_str();
-  sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->check(real_in(0, INFINITY))->capture_default_str();
+  f.run = add_run_flags(sub, o, finetune ? "Examples" : "Sequences", !finetune);
+  // Pretraining's weight decay is not the preset's: its default stands.
+  if (!finetune) f.run.wd->description("AdamW decoupled weight decay")->capture_default_str();
   sub.add_option("--mask-prob", o.mask_prob,
                  finetune ? "Share of tokens masked for --mlm-weight's loss (BERT: 0.15, of which 80/10/10)"
                           : "Share of tokens masked (BERT: 0.15, of which 80/10/10)")
@@ -50,8 +44,6 @@ void add_lm_flags(CLI::App& sub, LmFlags& f, bool finetune) {
                  finetune ? "Train on N examples drawn at random, fixed by --seed (0: all)"
                           : "Train on the first N sequences only (0: all)")->check(at_least(0))->capture_default_str();
   add_eval_limit_option(sub, o.eval_limit, finetune ? "dev and test examples" : "dev sequences (and dev pairs, with --nsp)");
-  sub.add_option("--precision", o.precision, "Matrix products: f32, or bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
   sub.add_option("--out", o.out_dir, "Run folder: checkpoint.safetensors, train_state.safetensors, metrics.jsonl")->capture_default_str();
   sub.add_option("--resume", f.resume,
                  "Continue the run in this folder from its last checkpoint, with the run's own options "
@@ -127,14 +119,14 @@ void add_text(CLI::App& app) {
       if (!args->f.resume.empty()) {
         check_resume_flags(*sub, kResumeFlags);
         opt.out_dir = args->f.resume;
-        if (!args->f.epochs->count()) opt.epochs = 0;
+        if (!args->f.run.epochs->count()) opt.epochs = 0;
         print_result("pretrain", pretrain(TextConfig{}, opt, true), opt.out_dir);
         return;
       }
       const TextPreset& p = text_preset(args->preset);
-      if (!args->f.epochs->count()) opt.epochs = p.epochs;
-      if (!args->f.batch->count()) opt.batch_size = p.batch_size;
-      if (!args->f.lr->count()) opt.lr = p.lr;
+      if (!args->f.run.epochs->count()) opt.epochs = p.epochs;
+      if (!args->f.run.batch->count()) opt.batch_size = p.batch_size;
+      if (!args->f.run.lr->count()) opt.lr = p.lr;
       print_result("pretrain", pretrain(apply_text_sets(p.config, args->f.sets), opt, false, args->f.overwrite), opt.out_dir);
     });
   }
@@ -174,8 +166,6 @@ void add_text(CLI::App& app) {
                     "the inputs are masked as in pretraining (--mask-prob) (0: off)")
         ->check(real_in(0, INFINITY))->capture_default_str();
     add_lm_flags(*sub, *f, true);
-    f->lr->description("Peak learning rate")->capture_default_str();
-    f->epochs->description("Epochs")->capture_default_str();
     sub->callback([f, sub] {
       set_threads(f->threads);
       const ProfileRun profiling(f->profile);
@@ -183,7 +173,7 @@ void add_text(CLI::App& app) {
       if (!f->resume.empty()) {
         check_resume_flags(*sub, kResumeFlags);
         opt.out_dir = f->resume;
-        if (!f->epochs->count()) opt.epochs = 0;
+        if (!f->run.epochs->count()) opt.epochs = 0;
         print_result("finetune", finetune(opt, true), opt.out_dir);
         return;
       }

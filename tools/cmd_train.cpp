@@ -49,17 +49,32 @@ CLI::Option* add_eval_limit_option(CLI::App& sub, int& limit, const std::string&
       ->check(at_least(1, "leave it out to evaluate on all"));
 }
 
-void add_train_flags(CLI::App& sub, TrainFlags& f) {
-  TrainOptions& o = f.opt;
-  const auto closed = Ends::closed, below_one = Ends::closed_open;
-  f.epochs = sub.add_option("--epochs", o.epochs, "Epochs (default: the preset's)")->check(at_least(1));
-  f.batch = sub.add_option("--batch-size", o.batch_size, "Images per step (default: the preset's)")->check(at_least(1));
-  f.lr = sub.add_option("--lr", o.lr, "Peak learning rate (default: the preset's)")->check(real_in(0, INFINITY));
-  f.wd = sub.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay (default: the preset's; DeiT 0.05)")
-             ->check(real_in(0, INFINITY));
+RunFlags add_run_flags(CLI::App& sub, RunOptions& o, const std::string& items, bool preset_defaults) {
+  const auto shown = [&](CLI::Option* opt, const std::string& help) {
+    if (preset_defaults) return opt->description(help + " (default: the preset's)");
+    return opt->description(help)->capture_default_str();
+  };
+  RunFlags f;
+  f.epochs = shown(sub.add_option("--epochs", o.epochs), "Epochs")->check(at_least(1));
+  f.batch = shown(sub.add_option("--batch-size", o.batch_size), items + " per optimizer step")->check(at_least(1));
+  sub.add_option("--grad-accum", o.grad_accum,
+                 "Split each step's batch into this many micro-batches, run one after another, whose "
+                 "gradients are averaged: the same step in less memory (a divisor of --batch-size)")
+      ->check(at_least(1))->capture_default_str();
+  f.lr = shown(sub.add_option("--lr", o.lr), "Peak learning rate")->check(real_in(0, INFINITY));
+  f.wd = shown(sub.add_option("--weight-decay", o.weight_decay), "AdamW decoupled weight decay")->check(real_in(0, INFINITY));
   sub.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->check(real_in(0, INFINITY))->capture_default_str();
   sub.add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")->check(real_in(0, INFINITY))->capture_default_str();
   sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->check(real_in(0, INFINITY))->capture_default_str();
+  sub.add_option("--precision", o.precision, "Matrix products: f32, or bf16 (fp32 accumulation and master weights)")
+      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+  return f;
+}
+
+void add_train_flags(CLI::App& sub, TrainFlags& f) {
+  TrainOptions& o = f.opt;
+  const auto closed = Ends::closed, below_one = Ends::closed_open;
+  f.run = add_run_flags(sub, o, "Images", true);
   sub.add_option("--label-smoothing", o.label_smoothing, "Label smoothing (DeiT 0.1)")->check(real_in(0, 1, below_one))->capture_default_str();
   sub.add_option("--crop-padding", o.crop_padding, "Random-crop padding in pixels (0: off)")->check(whole_in(0, 4096))->capture_default_str();
   sub.add_flag_callback("--no-hflip", [&o] { o.hflip = false; }, "Disable random horizontal flips");
@@ -78,8 +93,6 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
   sub.add_option("--train-limit", o.train_limit, "Train on the first N images only (0: all)")->check(at_least(0))->capture_default_str();
   add_eval_limit_option(sub, o.eval_limit, "test images");
   sub.add_option("--data-dir", o.data_dir, kDataDirHelp);
-  sub.add_option("--precision", o.precision, "Matrix products: f32, or bf16 (fp32 accumulation and master weights)")
-      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
 }
 
 nlohmann::json apply_sets(nlohmann::json j, const std::vector<std::string>& sets) {
@@ -120,10 +133,10 @@ std::pair<ModelConfig, TrainOptions> resolve_training(const Preset& p, const Tra
   TrainOptions opt = f.opt;
   if (f.drop_path >= 0) cfg.drop_path = f.drop_path;
   cfg = apply_sets(cfg, f.sets);
-  if (!f.epochs->count()) opt.epochs = p.train.epochs;
-  if (!f.batch->count()) opt.batch_size = p.train.batch_size;
-  if (!f.lr->count()) opt.lr = p.train.lr;
-  if (!f.wd->count()) opt.weight_decay = p.train.weight_decay;
+  if (!f.run.epochs->count()) opt.epochs = p.train.epochs;
+  if (!f.run.batch->count()) opt.batch_size = p.train.batch_size;
+  if (!f.run.lr->count()) opt.lr = p.train.lr;
+  if (!f.run.wd->count()) opt.weight_decay = p.train.weight_decay;
   // The ranges across options (--min-lr <= --lr, warmup within the run, ...) and the preset's
   // values, before any folder or file: the validators above checked each given value alone.
   validate_options(opt);
@@ -176,7 +189,7 @@ void add_train(CLI::App& app) {
       check_resume_flags(*sub, {"--resume", "--epochs", "--threads", "--config"});
       TrainOptions opt = args->flags.opt;
       opt.out_dir = args->resume;
-      if (!args->flags.epochs->count()) opt.epochs = 0;  // keep the run's own
+      if (!args->flags.run.epochs->count()) opt.epochs = 0;  // keep the run's own
       const TrainResult r = train(ModelConfig{}, opt, true);
       std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d more epoch%s in %.0f s\n",
                   100 * r.final_test_acc, 100 * r.best_test_acc, ema_summary(r).c_str(),

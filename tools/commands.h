@@ -81,11 +81,20 @@ void check_resume_flags(const CLI::App& sub, const std::vector<std::string>& hon
 // The training flags of `train` and `compare`: optimiser, schedule, augmentation, DeiT's
 // regularisation, model overrides (--set key=value), precision. Options the user did not give
 // fall back to the preset's defaults in resolve_training.
+// The options every training command shares (RunOptions, loop.h), registered once for train,
+// compare, pretrain and finetune: `items` names what a batch holds ("Images"), and
+// preset_defaults says whether --epochs, --batch-size, --lr and --weight-decay default to the
+// preset's (else their default is shown).
+struct RunFlags {
+  CLI::Option *epochs = nullptr, *batch = nullptr, *lr = nullptr, *wd = nullptr;
+};
+RunFlags add_run_flags(CLI::App& sub, RunOptions& options, const std::string& items, bool preset_defaults);
+
 struct TrainFlags {
   TrainOptions opt;
   float drop_path = -1;
   std::vector<std::string> sets;
-  CLI::Option *epochs = nullptr, *batch = nullptr, *lr = nullptr, *wd = nullptr;
+  RunFlags run;
 };
 void add_train_flags(CLI::App& sub, TrainFlags& flags);
 // --set key=value overrides on a config's JSON (existing fields only; numbers or strings), and

@@ -34,33 +34,33 @@ void need_whole(int64_t v, const char* flag, int64_t lo, int64_t hi, const char*
 
 constexpr double kInf = INFINITY;
 
-// The optimiser and schedule both trainers share.
-void validate_schedule(int epochs, int batch_size, double lr, double min_lr, double warmup_epochs,
-                       double weight_decay, double clip_norm, int train_limit, int eval_limit,
-                       const std::string& precision) {
-  need_whole(epochs, "--epochs", 1, INT32_MAX);
-  need_whole(batch_size, "--batch-size", 1, INT32_MAX);
-  need_real(lr, "--lr", 0, kInf, false, false);
-  need_real(min_lr, "--min-lr", 0, lr, false, false, " (at most --lr: the cosine decays from --lr to it)");
-  need_real(warmup_epochs, "--warmup-epochs", 0, double(epochs), false, false,
-            " (at most --epochs: the warmup is part of the run)");
-  need_real(weight_decay, "--weight-decay", 0, kInf, false, false);
-  // AdamW scales each weight by 1 - lr * decay per step: at 1 or more it flips or zeroes them.
-  if (!(lr * weight_decay < 1))
-    fail("invalid --lr ", lr, " with --weight-decay ", weight_decay, ": AdamW scales the weights by 1 - lr x decay "
-         "each step, so expected lr x decay below 1, found ", lr * weight_decay);
-  need_real(clip_norm, "--clip-norm", 0, kInf, false, false, " (0: off)");
-  need_whole(train_limit, "--train-limit", 0, INT32_MAX, " (0: all)");
-  need_whole(eval_limit, "--eval-limit", 0, INT32_MAX, " (0: all)");
-  if (precision != "f32" && precision != "bf16")
-    fail("invalid --precision '", precision, "': expected f32 or bf16");
-}
-
 }  // namespace
 
+void validate_run_options(const RunOptions& o) {
+  need_whole(o.epochs, "--epochs", 1, INT32_MAX);
+  need_whole(o.batch_size, "--batch-size", 1, INT32_MAX);
+  need_whole(o.grad_accum, "--grad-accum", 1, o.batch_size, " (at most --batch-size: micro-batches of at least one item)");
+  if (o.batch_size % o.grad_accum != 0)
+    fail("invalid --grad-accum ", o.grad_accum, ": expected a divisor of --batch-size ", o.batch_size,
+         ", so that every micro-batch has as many items");
+  need_real(o.lr, "--lr", 0, kInf, false, false);
+  need_real(o.min_lr, "--min-lr", 0, o.lr, false, false, " (at most --lr: the cosine decays from --lr to it)");
+  need_real(o.warmup_epochs, "--warmup-epochs", 0, double(o.epochs), false, false,
+            " (at most --epochs: the warmup is part of the run)");
+  need_real(o.weight_decay, "--weight-decay", 0, kInf, false, false);
+  // AdamW scales each weight by 1 - lr * decay per step: at 1 or more it flips or zeroes them.
+  if (!(o.lr * o.weight_decay < 1))
+    fail("invalid --lr ", o.lr, " with --weight-decay ", o.weight_decay, ": AdamW scales the weights by 1 - lr x decay "
+         "each step, so expected lr x decay below 1, found ", o.lr * o.weight_decay);
+  need_real(o.clip_norm, "--clip-norm", 0, kInf, false, false, " (0: off)");
+  need_whole(o.train_limit, "--train-limit", 0, INT32_MAX, " (0: all)");
+  need_whole(o.eval_limit, "--eval-limit", 0, INT32_MAX, " (0: all)");
+  if (o.precision != "f32" && o.precision != "bf16")
+    fail("invalid --precision '", o.precision, "': expected f32 or bf16");
+}
+
 void validate_options(const TrainOptions& o) {
-  validate_schedule(o.epochs, o.batch_size, o.lr, o.min_lr, o.warmup_epochs, o.weight_decay,
-                    o.clip_norm, o.train_limit, o.eval_limit, o.precision);
+  validate_run_options(o);
   need_real(o.label_smoothing, "--label-smoothing", 0, 1, false, true);
   need_whole(o.crop_padding, "--crop-padding", 0, 4096, " (0: off)");
   // Beta(α, α) below 0.001 draws only 0 or 1 (and a subnormal α overflows its log draw).
@@ -73,8 +73,7 @@ void validate_options(const TrainOptions& o) {
 }
 
 void validate_options(const LmOptions& o, bool finetune) {
-  validate_schedule(o.epochs, o.batch_size, o.lr, o.min_lr, o.warmup_epochs, o.weight_decay,
-                    o.clip_norm, o.train_limit, o.eval_limit, o.precision);
+  validate_run_options(o);
   // Pretraining learns from the masked tokens only; finetuning masks for --mlm-weight's loss.
   need_real(o.mask_prob, "--mask-prob", 0, 1, true, false);
   if (!finetune) {

@@ -12,7 +12,9 @@
 
 namespace gmlp {
 
-// Throws gmlp::Error "invalid --lr nan: expected a finite number >= 0".
+// Throws gmlp::Error "invalid --lr nan: expected a finite number >= 0". validate_run_options
+// checks what every command shares (loop.h), the others each command's own options besides.
+void validate_run_options(const RunOptions& options);
 void validate_options(const TrainOptions& options);
 // finetune: finetune's options (--init, --task, --seq-len, ...) rather than pretrain's.
 void validate_options(const LmOptions& options, bool finetune);

@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 using text::Tokenizer;
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, vocab_size, epochs,
-                                                batch_size, lr, min_lr, warmup_epochs,
+                                                batch_size, grad_accum, lr, min_lr, warmup_epochs,
                                                 weight_decay, clip_norm, mask_prob, seed,
                                                 train_limit, eval_limit, seq_len, precision,
                                                 segments, nsp, nsp_negatives, layer_decay,
@@ -151,11 +151,6 @@ void gather_masked(const int32_t* labels, int64_t count, std::vector<int64_t>& p
     if (labels[i] != text::kIgnoreLabel) positions.push_back(i), targets.push_back(labels[i]);
 }
 
-struct StepResult {
-  double loss_sum = 0;
-  int64_t correct = 0, count = 0;
-};
-
 // A batch for the [CLS] head (finetuning, and pretraining's next-sentence loss) and its
 // buffers, reused from step to step.
 struct HeadBatch {
@@ -179,12 +174,14 @@ struct HeadBatch {
     return c;
   }
   // Mean cross-entropy of logits (B, K) against labels, summed over the batch in the result, and
-  // its gradient with respect to the logits in dlogits.
-  StepResult loss(const float* logits, int B, int K) {
+  // its gradient with respect to the logits, times scale, in dlogits.
+  StepStats loss(const float* logits, int B, int K, float scale = 1.f) {
     probs.resize(size_t(B) * size_t(K)), dlogits.resize(size_t(B) * size_t(K));
     const float mean = cross_entropy_forward(probs.data(), logits, labels.data(), B, K, 0.f);
     cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, 0.f);
-    return StepResult{double(mean) * B, hits(logits, B, K), B};
+    if (scale != 1.f)
+      for (float& d : dlogits) d *= scale;
+    return StepStats{double(mean) * B, hits(logits, B, K), B};
   }
   // The head's accuracy on set, a planned batch at a time, with a progress line naming `what`
   // on a terminal.
@@ -204,16 +201,42 @@ struct HeadBatch {
   }
 };
 
-// What differs between pretraining and finetuning: the items, one step, the evaluation.
-struct Job {
-  int64_t items = 0;          // sequences or examples in the train split
-  const char* unit = "seq";
-  // Forward and backward on the items order[first .. first+B) (gradients zeroed before).
-  std::function<StepResult(const std::vector<int>& order, int64_t first, int B, Rng& rng)> step;
-  std::function<nlohmann::json()> evaluate;  // figures after each epoch
-  std::function<void(const nlohmann::json&)> report;
-  std::function<void(int epoch)> begin_epoch;  // optional: before the epoch's first step
+// Pretraining and finetuning for the loop (loop.h): the model and tokenizer they share, and what
+// differs between them, given by each command: the items, one step, the evaluation, the report.
+struct TextTask final : Task {
+  TextModel<float>* model = nullptr;
+  const Tokenizer* tok = nullptr;
+  int64_t n_items = 0;          // sequences or examples in the train split
+  const char* item_unit = "seq";
+  std::string tail;             // the opening line's end (", layer decay 0.75")
+  // Forward and backward on the items items[0..B) (see Task::step).
+  std::function<StepStats(const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale)> run_step;
+  std::function<nlohmann::json()> run_evaluate;  // figures after each epoch
+  std::function<void(const nlohmann::json&, int epochs)> run_report;
+  std::function<void(int epoch)> run_begin_epoch;  // optional: before the epoch's first step
   std::map<std::string, std::string> metadata;  // in every checkpoint, beside the epoch marks
+
+  Trainable trainable() override { return {model->weights(), model->grads(), model->num_params(), &model->params()}; }
+  int64_t items() const override { return n_items; }
+  const char* unit() const override { return item_unit; }
+  void plan(int B) override { model->plan(B); }
+  std::string describe(int64_t n) const override {
+    return cat(model->config().model, ", ", model->num_trainable(), " params, ", n, " train ", item_unit, "s");
+  }
+  std::string notes() const override { return tail; }
+  void begin_epoch(int epoch) override {
+    if (run_begin_epoch) run_begin_epoch(epoch);
+  }
+  StepStats step(const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale) override {
+    return run_step(items, keys, B, rng, grad_scale);
+  }
+  nlohmann::json evaluate() override { return run_evaluate(); }
+  void report(const nlohmann::json& row, int epochs) const override { run_report(row, epochs); }
+  std::vector<EpochFile> checkpoints(const std::map<std::string, std::string>& marks) override {
+    std::map<std::string, std::string> meta = metadata;
+    for (const auto& [k, v] : marks) meta[k] = v;
+    return {{RunFiles::kCheckpoint, [this, meta](const std::string& path) { save_text_checkpoint(path, *model, *tok, meta); }}};
+  }
 };
 
 // A run's starting point: fresh (epoch 0) or from its folder.
@@ -250,92 +273,20 @@ Start resume_from(const RunFiles& files, LmOptions& opt, TextCheckpoint& ck) {
   return st;
 }
 
-// The loop both commands share: AdamW, schedule, clipping, progress, per-epoch evaluation, and
-// the run folder's epoch committed after every epoch.
-TrainResult run(TextModel<float>& model, const Tokenizer& tok, const LmOptions& opt,
-                RunDir& folder, const RunFiles& files, Start& start, Job& job) {
-  const auto t_start = std::chrono::steady_clock::now();
-  const Precision precision = use_precision(opt.precision);
-  const int64_t n = opt.train_limit > 0 ? std::min<int64_t>(opt.train_limit, job.items) : job.items;
-  const int B = int(std::min<int64_t>(opt.batch_size, n));
-  if (B <= 0) fail("invalid batch size ", opt.batch_size, " for ", n, " training items: must be positive");
-  const int64_t steps_per_epoch = n / B, total_steps = steps_per_epoch * opt.epochs;
-  const int64_t warmup_steps = int64_t(opt.warmup_epochs * double(steps_per_epoch));
-  model.plan(B);
-  AdamWConfig acfg;
-  acfg.weight_decay = opt.weight_decay;
+// Both commands' run: the opening line's notes, layer decay, then the one loop.
+TrainResult run_text(TextTask& task, const LmOptions& opt, RunDir& folder, const RunFiles& files, Start& start) {
+  TextModel<float>& model = *task.model;
   const std::vector<double> lr_scale =
       opt.layer_decay == 1.0 ? std::vector<double>{} : layer_decay_scales(model.params(), opt.layer_decay);
-  AdamW<float> adamw(model.params(), acfg, lr_scale);
-  if (start.state) restore_moments(files, *start.state, adamw);
   char decay_note[40] = "", drop_note[40] = "", mlm_note[48] = "";
   if (!lr_scale.empty()) std::snprintf(decay_note, sizeof decay_note, ", layer decay %g", opt.layer_decay);
   if (model.config().drop_path > 0)
     std::snprintf(drop_note, sizeof drop_note, ", drop path %g", model.config().drop_path);
   if (opt.mlm_weight > 0)
     std::snprintf(mlm_note, sizeof mlm_note, ", masked-token loss x%g", opt.mlm_weight);
-  std::fprintf(stderr, "gmlp: %s %s, %ld params, %ld train %ss, batch %d, %ld steps/epoch, %s%s%s%s\n",
-               start.state ? "resuming" : "training", model.config().model.c_str(),
-               long(model.num_trainable()), long(n), job.unit, B, long(steps_per_epoch),
-               precision_name(precision), decay_note, drop_note, mlm_note);
-  Progress progress(total_steps, std::max<int64_t>(1, steps_per_epoch / 10));
-  progress.set_offset(start.step);
-  TrainResult result;
-  std::vector<int> order(static_cast<size_t>(n));
-  int64_t step = start.step;
-  std::vector<nlohmann::json>& metrics = start.metrics;
-  DivergenceGuard diverged(opt.lr);
-  for (int epoch = start.epoch; epoch < opt.epochs; ++epoch) {
-    folder.check_stop(opt.epochs);
-    const auto t_epoch = std::chrono::steady_clock::now();
-    if (job.begin_epoch) job.begin_epoch(epoch);
-    Rng rng(epoch_seed(opt.seed, epoch));
-    std::iota(order.begin(), order.end(), 0);
-    rng.shuffle(order);
-    StepResult total;
-    double seconds = 0, lr = 0;
-    for (int64_t s = 0; s < steps_per_epoch; ++s, ++step) {
-      const auto t0 = std::chrono::steady_clock::now();
-      model.zero_grad();
-      const StepResult r = job.step(order, s * B, B, rng);
-      diverged.check(r.loss_sum / double(std::max<int64_t>(1, r.count)), step);
-      clip_grad_norm(model.grads(), model.num_params(), opt.clip_norm);
-      lr = lr_schedule(step, total_steps, warmup_steps, opt.lr, opt.min_lr);
-      adamw.step(model.weights(), model.grads(), lr);
-      total.loss_sum += r.loss_sum, total.correct += r.correct, total.count += r.count;
-      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      char line[256];
-      std::snprintf(line, sizeof line, "epoch %d/%d  step %ld/%ld  loss %.4f  acc %.2f%%  lr %.2e  %.0f %ss/s",
-                    epoch + 1, opt.epochs, long(s + 1), long(steps_per_epoch),
-                    total.loss_sum / double(std::max<int64_t>(1, total.count)),
-                    100.0 * double(total.correct) / double(std::max<int64_t>(1, total.count)), lr,
-                    double((s + 1) * B) / seconds, job.unit);
-      progress.update(step + 1, line);
-      folder.check_stop(opt.epochs);
-    }
-    progress.finish();
-    nlohmann::json m = job.evaluate();
-    m["epoch"] = epoch + 1;
-    m["step"] = step;
-    m["train_loss"] = total.count ? total.loss_sum / double(total.count) : 0.0;
-    m["train_acc"] = total.count ? double(total.correct) / double(total.count) : 0.0;
-    m["lr"] = lr;
-    m[std::string(job.unit) + "s_per_s"] = seconds > 0 ? double(steps_per_epoch * B) / seconds : 0.0;
-    m["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_epoch).count();
-    metrics.push_back(m);
-    job.report(m);
-    std::map<std::string, std::string> meta = job.metadata;
-    meta["epoch"] = std::to_string(epoch + 1);
-    meta["step"] = std::to_string(step);
-    meta["training"] = training_summary(opt.to_json(), metrics);
-    save_epoch(folder, adamw, RunState{epoch + 1, step, adamw.steps(), opt.to_json(), {}, {}}, metrics,
-               {{RunFiles::kCheckpoint, [&](const std::string& path) { save_text_checkpoint(path, model, tok, meta); }}});
-    result.final_test_acc = m.value("test_acc", 0.0);
-    result.best_test_acc = std::max(result.best_test_acc, result.final_test_acc);
-    ++result.epochs_run;
-  }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  return result;
+  task.tail = cat(decay_note, drop_note, mlm_note);
+  ResumePoint from{start.epoch, start.step, std::move(start.metrics), start.state.get()};
+  return run_loop(task, opt, opt.to_json(), folder, files, std::move(from), lr_scale);
 }
 
 // The items of an evaluation split that --eval-limit keeps (eval_subset.h), and its size before,
@@ -431,35 +382,37 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   std::vector<int64_t> positions;
   // The next-sentence head's loss, labels and figures over the epoch so far.
   HeadBatch nsp_batch;
-  StepResult nsp_total;
-  Job job;
-  job.items = int64_t(opt.nsp ? pairs.size() : train_seqs.size());
-  job.unit = "seq";
+  StepStats nsp_total;
+  TextTask job;
+  job.model = &model, job.tok = &tok;
+  job.n_items = int64_t(opt.nsp ? pairs.size() : train_seqs.size());
+  job.item_unit = "seq";
   if (opt.nsp)
-    job.begin_epoch = [&](int epoch) {
+    job.run_begin_epoch = [&](int epoch) {
       draw_pairs(epoch);
       nsp_total = {};
     };
-  job.step = [&](const std::vector<int>& order, int64_t first, int B, Rng& rng) {
+  job.run_step = [&](const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale) {
     inputs.resize(size_t(B) * N), labels.resize(size_t(B) * N), nsp_batch.labels.resize(size_t(B));
     for (int b = 0; b < B; ++b) {
-      const int i = order[first + b];
+      const int i = items[b];
       const int32_t* ids = opt.nsp ? pairs[i].ids.data() : train_seqs[i].data();
-      text::mask_tokens(ids, inputs.data() + b * N, labels.data() + b * N, N, V, mask, rng);
+      Rng item_rng(keys[b]);
+      text::mask_tokens(ids, inputs.data() + b * N, labels.data() + b * N, N, V, mask, item_rng);
       if (opt.nsp) nsp_batch.labels[b] = pairs[i].label;
     }
     gather_masked(labels.data(), int64_t(B) * N, positions, targets);
     model.encode(inputs.data(), B, &rng);
     const float* cls_dlogits = nullptr;
     if (opt.nsp) {  // BERT's sum of the two mean losses
-      const StepResult r = nsp_batch.loss(model.classify(), B, 2);
-      nsp_total.loss_sum += r.loss_sum, nsp_total.correct += r.correct, nsp_total.count += r.count;
+      const StepStats r = nsp_batch.loss(model.classify(), B, 2, grad_scale);
+      nsp_total.add(r);
       cls_dlogits = nsp_batch.dlogits.data();
     }
-    const auto r = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true, cls_dlogits);
-    return StepResult{r.loss_sum, r.correct, int64_t(positions.size())};
+    const auto r = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true, cls_dlogits, grad_scale);
+    return StepStats{r.loss_sum, r.correct, int64_t(positions.size())};
   };
-  job.evaluate = [&] {
+  job.run_evaluate = [&] {
     const int64_t B = model.planned_batch(), S = int64_t(dev_seqs.size());
     double loss = 0;
     int64_t correct = 0, count = 0;
@@ -486,17 +439,17 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     }
     return m;
   };
-  job.report = [&](const nlohmann::json& m) {
+  job.run_report = [&](const nlohmann::json& m, int epochs) {
     char nsp[96] = "";
     if (opt.nsp)
       std::snprintf(nsp, sizeof nsp, "  next sentence: train acc %.2f%%, dev acc %.2f%%",
                     100 * m["train_nsp_acc"].get<double>(), 100 * m["dev_nsp_acc"].get<double>());
     std::fprintf(stderr, "epoch %d/%d  train loss %.4f  dev%s perplexity %.2f  masked-token acc %.2f%%%s  (%s)\n",
-                 m["epoch"].get<int>(), opt.epochs, m["train_loss"].get<double>(), subset_note(m, "dev").c_str(),
+                 m["epoch"].get<int>(), epochs, m["train_loss"].get<double>(), subset_note(m, "dev").c_str(),
                  m["dev_ppl"].get<double>(), 100 * m["dev_acc"].get<double>(), nsp,
                  format_duration(m["seconds"].get<double>()).c_str());
   };
-  return run(model, tok, opt, folder, files, start, job);
+  return run_text(job, opt, folder, files, start);
 }
 
 TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
@@ -576,45 +529,49 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
                (test_n.empty() ? thousands(test_total) : test_n).c_str(),
                text::is_pair(task) ? " (training negatives drawn afresh each epoch)" : "");
   HeadBatch batch;
-  Job job;
+  TextTask job;
+  job.model = &model, job.tok = &tok;
   job.metadata = {{"task", opt.task}, {"classes", nlohmann::json(text::class_names(task)).dump()}};
-  job.items = int64_t(train_set.size());
-  job.unit = "example";
+  job.n_items = int64_t(train_set.size());
+  job.item_unit = "example";
   // With --mlm-weight: the masked copy of the batch, its masked positions and labels, and the
   // masked-token figures over the epoch so far.
   text::MaskConfig mask;
   mask.mask_prob = float(opt.mask_prob);
   std::vector<int32_t> masked, mask_labels, targets;
   std::vector<int64_t> positions;
-  StepResult mlm_total;
+  StepStats mlm_total;
   if (text::is_pair(task) || opt.mlm_weight > 0)
-    job.begin_epoch = [&](int epoch) {
+    job.run_begin_epoch = [&](int epoch) {
       if (text::is_pair(task))  // each epoch its own negatives
         train_set = text::training_examples(task, verses, tok, N, opt.seed, epoch, opt.train_limit);
       mlm_total = {};
     };
-  job.step = [&](const std::vector<int>& order, int64_t first, int B, Rng& rng) {
-    batch.load(train_set, order.data() + first, 0, B, N);
+  job.run_step = [&](const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale) {
+    batch.load(train_set, items, 0, B, N);
     if (opt.mlm_weight == 0) {
       model.encode(batch.ids.data(), B, &rng);
-      const StepResult r = batch.loss(model.classify(), B, K);
+      const StepStats r = batch.loss(model.classify(), B, K, grad_scale);
       model.classify_backward(batch.dlogits.data());
       return r;
     }
     // Both losses on one masked encode, as pretraining with --nsp: task + weight · masked tokens.
     const int64_t n = int64_t(B) * N;
     masked.resize(size_t(n)), mask_labels.resize(size_t(n));
-    text::mask_tokens(batch.ids.data(), masked.data(), mask_labels.data(), n, model.config().vocab_size,
-                      mask, rng);
+    for (int b = 0; b < B; ++b) {
+      Rng item_rng(keys[b]);
+      text::mask_tokens(batch.ids.data() + b * N, masked.data() + b * N, mask_labels.data() + b * N, N,
+                        model.config().vocab_size, mask, item_rng);
+    }
     gather_masked(mask_labels.data(), n, positions, targets);
     model.encode(masked.data(), B, &rng);
-    const StepResult r = batch.loss(model.classify(), B, K);
+    const StepStats r = batch.loss(model.classify(), B, K, grad_scale);
     const auto m = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true,
-                             batch.dlogits.data(), float(opt.mlm_weight));
-    mlm_total.loss_sum += m.loss_sum, mlm_total.correct += m.correct, mlm_total.count += int64_t(positions.size());
+                             batch.dlogits.data(), float(opt.mlm_weight) * grad_scale);
+    mlm_total.add({m.loss_sum, m.correct, int64_t(positions.size())});
     return r;
   };
-  job.evaluate = [&] {
+  job.run_evaluate = [&] {
     nlohmann::json m{{"task", opt.task},
                      {"dev_acc", batch.accuracy(model, dev_set, "dev examples")},
                      {"dev_count", dev_set.size()}, {"dev_total", dev_total},
@@ -626,17 +583,17 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
     }
     return m;
   };
-  job.report = [&](const nlohmann::json& m) {
+  job.run_report = [&](const nlohmann::json& m, int epochs) {
     char mlm[64] = "";
     if (m.contains("train_mlm_acc"))
       std::snprintf(mlm, sizeof mlm, "  masked tokens: train acc %.2f%%", 100 * m["train_mlm_acc"].get<double>());
     std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  dev%s acc %.2f%%  test%s acc %.2f%%%s  (%s)\n",
-                 m["epoch"].get<int>(), opt.epochs, m["train_loss"].get<double>(),
+                 m["epoch"].get<int>(), epochs, m["train_loss"].get<double>(),
                  100 * m["train_acc"].get<double>(), subset_note(m, "dev").c_str(), 100 * m["dev_acc"].get<double>(),
                  subset_note(m, "test").c_str(), 100 * m["test_acc"].get<double>(), mlm,
                  format_duration(m["seconds"].get<double>()).c_str());
   };
-  return run(model, tok, opt, folder, files, start, job);
+  return run_text(job, opt, folder, files, start);
 }
 
 }  // namespace gmlp

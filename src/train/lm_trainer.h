@@ -28,33 +28,26 @@
 
 namespace gmlp {
 
-struct LmOptions {
-  std::string out_dir = "runs/pretrain";
+// pretrain's and finetune's options: the shared ones (loop.h) with their defaults, and their own.
+struct LmOptions : RunOptions {
+  LmOptions() {
+    out_dir = "runs/pretrain";
+    batch_size = 32, lr = 1e-3, weight_decay = 0.01;
+  }
   std::string corpus;            // plain text, one document per line (default: the KJV)
   std::string init;              // finetune: the pretrained checkpoint
   std::string task;              // finetune: ot-nt, genre or next-verse
   int vocab_size = 8000;         // pretrain: the SentencePiece vocabulary trained on the train split
-  int epochs = 10;
-  int batch_size = 32;
-  double lr = 1e-3;
-  double min_lr = 1e-5;
-  double warmup_epochs = 1;
-  double weight_decay = 0.01;
   double layer_decay = 1.0;      // finetune: block i of L learns at layer_decay^(L-i) times the
                                  // rate, the embeddings at ^(L+1), the head at 1 (1: off)
   double drop_path = 0;          // finetune: stochastic depth, the last block's rate, linear in
                                  // depth from 0 (replaces the pretrained config's)
   double mlm_weight = 0;         // finetune: keep the masked-token loss beside the task's, this
                                  // weighted, on inputs masked at mask_prob (0: off, clean inputs)
-  double clip_norm = 1.0;
   double mask_prob = 0.15;
-  uint64_t seed = 0;
-  int train_limit = 0;           // pretrain: the first N training sequences; finetune: a random
-                                 // N examples, fixed by the seed (0: all)
+  // train_limit: pretrain, the first N training sequences; finetune, a random N examples fixed
+  // by the seed. eval_limit: N dev/test sequences, pairs or examples.
   int seq_len = 0;               // finetune: a shorter length than pretraining's (0: the same)
-  int eval_limit = 0;            // evaluate on N dev/test sequences, pairs or examples drawn by
-                                 // the seed (eval_subset.h), the same every epoch (0: all)
-  std::string precision = "f32";
   std::string segments = "auto";  // finetune: segment embeddings on, off, or auto (on for pairs)
   bool nsp = false;              // pretrain: BERT's next-sentence objective beside the masked tokens
   std::string nsp_negatives = "any";  // where its negatives' B comes from: anywhere in the split

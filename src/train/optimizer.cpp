@@ -88,6 +88,13 @@ double clip_grad_norm(T* g, int64_t n, double max_norm) {
 }
 
 template <class T>
+double optimizer_step(AdamW<T>& adamw, T* w, T* g, int64_t n, double clip_norm, double lr) {
+  const double norm = clip_grad_norm(g, n, clip_norm);
+  adamw.step(w, g, lr);
+  return norm;
+}
+
+template <class T>
 void ema_update(T* ema, const T* w, int64_t n, double decay) {
   const T rate = T(1.0 - decay);
 #pragma omp parallel for simd schedule(static)
@@ -131,6 +138,8 @@ template class AdamW<float>;
 template class AdamW<double>;
 template double clip_grad_norm<float>(float*, int64_t, double);
 template double clip_grad_norm<double>(double*, int64_t, double);
+template double optimizer_step<float>(AdamW<float>&, float*, float*, int64_t, double, double);
+template double optimizer_step<double>(AdamW<double>&, double*, double*, int64_t, double, double);
 template void ema_update<float>(float*, const float*, int64_t, double);
 template void ema_update<double>(double*, const double*, int64_t, double);
 

@@ -59,6 +59,11 @@ void ema_update(T* ema, const T* w, int64_t n, double decay);
 // decay must be in (0, 1]; 1 gives all ones.
 std::vector<double> layer_decay_scales(const std::vector<ParamInfo>& params, double decay);
 
+// One optimizer step as every trainer, `gmlp bench` and the parity tests take it: g clipped to
+// a global norm of clip_norm (0: no clipping), then AdamW at lr. Returns g's norm before clipping.
+template <class T>
+double optimizer_step(AdamW<T>& adamw, T* w, T* g, int64_t n, double clip_norm, double lr);
+
 // Linear warmup from lr/warmup to lr over `warmup` steps, then cosine decay to min_lr at `total`.
 double lr_schedule(int64_t step, int64_t total, int64_t warmup, double lr, double min_lr);
 

@@ -16,19 +16,17 @@
 #include <string>
 
 #include "nn/config.h"
+#include "train/loop.h"
 
 namespace gmlp {
 
-struct TrainOptions {
-  std::string out_dir = "runs/default";
+// gmlp train's options: the shared ones (loop.h) with train's defaults, and its own.
+struct TrainOptions : RunOptions {
+  TrainOptions() {
+    out_dir = "runs/default";
+    batch_size = 128, lr = 2e-3, weight_decay = 0.05;
+  }
   std::string data_dir;          // for data::load_images (default: the Debian package's Fashion-MNIST)
-  int epochs = 10;
-  int batch_size = 128;
-  double lr = 2e-3;              // peak learning rate, reached after warmup
-  double min_lr = 1e-5;          // cosine floor
-  double warmup_epochs = 1;
-  double weight_decay = 0.05;
-  double clip_norm = 1.0;        // global gradient norm cap; 0 disables
   double label_smoothing = 0.1;
   int crop_padding = 2;          // random-crop shift in pixels; 0 disables
   bool hflip = true;
@@ -40,22 +38,12 @@ struct TrainOptions {
   double erase_prob = 0;         // random erasing, per image [0.25]
   double ema_decay = 0;          // moving average of the weights, evaluated and saved each epoch
                                  // (0: off) [--model-ema 0.99996, for 300 epochs at batch 1024]
-  uint64_t seed = 0;
-  int train_limit = 0;           // use only the first N training images (0: all)
-  int eval_limit = 0;            // evaluate on N test images drawn by the seed (eval_subset.h),
-                                 // the same every epoch (0: all)
   std::string preset;            // the preset the run started from, for the record (gmlp info)
-  std::string precision = "f32"; // matrix products: f32, or bf16 with fp32 accumulation and master weights
 
   nlohmann::json to_json() const;
   static TrainOptions from_json(const nlohmann::json& j);
 };
 
-struct TrainResult {
-  double final_test_acc = 0, best_test_acc = 0, seconds = 0;
-  double final_test_acc_ema = -1;  // the weights' moving average at the end; -1: none kept
-  int epochs_run = 0;
-};
 
 // Trains a new model of `config`, or, when resume is true, continues the run in options.out_dir
 // from its last checkpoint (its own config and options win, except epochs which may grow). A new

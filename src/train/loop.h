@@ -1,0 +1,131 @@
+// The one training loop of gmlp train, pretrain and finetune: the epoch loop, the learning-rate
+// schedule, gradient accumulation, clipping, AdamW, the weights' moving average, the progress
+// line, the divergence guard, per-epoch evaluation, the metrics row and the run folder's commit
+// (run_dir.h). What differs between the three is a Task: how many items an epoch has, how to run
+// forward and backward on some of them, how to evaluate, what to save.
+//
+// Randomness. A run is a pure function of (options, seed). Epoch e shuffles the item order with
+// an RNG seeded by epoch_seed(seed, e); the item at position p of that order draws everything of
+// its own (augmentation, erasing, masking) from item_key(seed, e, p); what a micro-batch draws as
+// a whole (Mixup/CutMix's λ and partners, drop-path masks) comes from the key of its first item.
+// So --grad-accum changes no per-item draw, and a resumed run, which starts at an epoch's first
+// step, continues exactly as the uninterrupted one.
+//
+// Gradient accumulation. --batch-size B is the batch of one optimizer step; --grad-accum K splits
+// it into K micro-batches of B/K items, run one after another, whose gradients are summed, each
+// micro-batch's loss weighted 1/K: the step's gradient is the mean of the micro-batches' mean
+// gradients, as data-parallel training averages its ranks'. Where every micro-batch averages
+// over the same number of terms (classification) that is the gradient of the whole batch; the
+// masked-LM loss averages over each micro-batch's masked tokens, so there it is the mean of K
+// means. BatchNorm normalises with each micro-batch's statistics.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "nn/model.h"
+#include "train/run_dir.h"
+#include "train/run_files.h"
+
+namespace gmlp {
+
+// What every training command shares, in its run's options (train_state's "options" JSON,
+// flat beside each command's own fields). Defaults are each command's (TrainOptions, LmOptions).
+struct RunOptions {
+  std::string out_dir;
+  int epochs = 10;
+  int batch_size = 128;  // items per optimizer step
+  int grad_accum = 1;    // micro-batches per step (batch_size / grad_accum items each)
+  double lr = 1e-3;      // peak learning rate, reached after warmup
+  double min_lr = 1e-5;  // cosine floor
+  double warmup_epochs = 1;
+  double weight_decay = 0.05;
+  double clip_norm = 1.0;  // global gradient norm cap; 0 disables
+  uint64_t seed = 0;
+  int train_limit = 0;  // train on N items only (0: all)
+  int eval_limit = 0;   // evaluate on N items drawn by the seed (eval_subset.h), the same every epoch (0: all)
+  std::string precision = "f32";  // matrix products: f32, or bf16 with fp32 accumulation and master weights
+};
+
+// validate_run_options (guards.h) checks these before a run touches the disk.
+
+struct TrainResult {
+  double final_test_acc = 0, best_test_acc = 0, seconds = 0;
+  double final_test_acc_ema = -1;  // the weights' moving average at the end; -1: none kept
+  int epochs_run = 0;
+};
+
+// The seed of the random draws of the item at position `position` of epoch `epoch`'s order.
+uint64_t item_key(uint64_t seed, int epoch, int64_t position);
+
+// Sums over the items (or masked tokens) of a step or an epoch.
+struct StepStats {
+  double loss_sum = 0;  // the loss summed over the counted terms
+  int64_t correct = 0, count = 0;
+  void add(const StepStats& o) { loss_sum += o.loss_sum, correct += o.correct, count += o.count; }
+  double mean_loss() const { return count ? loss_sum / double(count) : 0.0; }
+  double accuracy() const { return count ? double(correct) / double(count) : 0.0; }
+};
+
+// The parameters the loop updates: a model's flat weights and gradients and their table.
+struct Trainable {
+  float* weights = nullptr;
+  float* grads = nullptr;
+  int64_t size = 0;
+  const std::vector<ParamInfo>* params = nullptr;
+};
+
+// What a training command gives the loop.
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual Trainable trainable() = 0;
+  // Training items in an epoch (before --train-limit), and what one is called ("image").
+  virtual int64_t items() const = 0;
+  virtual const char* unit() const = 0;
+  // Plans the model's buffers for micro-batches of up to B items.
+  virtual void plan(int B) = 0;
+  // The opening line's description: "12,345 params, 3.5 MFLOP/image, 60,000 train / ...".
+  virtual std::string describe(int64_t train_items) const = 0;
+  // What the opening line ends with, after the precision: ", drop path 0.1" (empty: nothing).
+  virtual std::string notes() const { return ""; }
+  // Floating-point operations of one item's forward and backward (0: not counted).
+  virtual double flops_per_item() const { return 0; }
+  virtual void begin_epoch(int /*epoch*/) {}
+  // Forward and backward on the items items[0..B) (indices into the training set), item b
+  // drawing from Rng(keys[b]), the micro-batch's shared draws from rng. Adds into the
+  // gradients, scaled by grad_scale (the loss that is differentiated is grad_scale times the
+  // micro-batch's mean). Returns the micro-batch's sums.
+  virtual StepStats step(const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale) = 0;
+  // After each optimizer update (the moving average of the weights, when kept).
+  virtual void after_update() {}
+  // The figures of an epoch's evaluation, merged into its metrics row.
+  virtual nlohmann::json evaluate() = 0;
+  // Prints an epoch's line on stderr from its metrics row.
+  virtual void report(const nlohmann::json& row, int epochs) const = 0;
+  // The checkpoints an epoch saves, each with `marks` (epoch, step, training summary) in its
+  // metadata.
+  virtual std::vector<EpochFile> checkpoints(const std::map<std::string, std::string>& marks) = 0;
+};
+
+// Where a run starts: a fresh run at epoch 0, or a resumed run at its last saved epoch, with
+// its metrics rows and its saved state (whose moments the loop restores).
+struct ResumePoint {
+  int epoch = 0;
+  int64_t step = 0;
+  std::vector<nlohmann::json> metrics;
+  const RunState* state = nullptr;  // set when resuming
+};
+
+// Trains `task` from `start` to options.epochs in `folder`, committing every epoch; AdamW's
+// learning rate per parameter is lr times lr_scale's entry (empty: all 1). `options_json` is what
+// train_state records. Stops between two steps with gmlp::Interrupted on SIGINT or SIGTERM.
+TrainResult run_loop(Task& task, const RunOptions& options, const nlohmann::json& options_json,
+                     RunDir& folder, const RunFiles& files, ResumePoint start,
+                     const std::vector<double>& lr_scale = {});
+
+}  // namespace gmlp
