@@ -515,6 +515,17 @@ TEST(Tokenizer, CorruptCharacterMapIsRejected) {
   set_unit(root, 0, uint32_t{0x3fffff} << 10);
   expect_error([&] { Tokenizer::from_serialized(root, "in a checkpoint"); },
                {"the normalizer's character map has a trie that leads to unit 4194303 of "});
+  // The replacements run together into one long string (a text of n bytes could normalize to
+  // n times its length: fuzz/fuzz_tokenizer ran out of memory on one), then lose their end.
+  std::string joined = model, unterminated = model;
+  const size_t strings = at + 4 + trie_bytes, end = at + size;
+  for (size_t i = strings; i < end; ++i)
+    if (model[i] == '\0') unterminated[i] = 'x', joined[i] = i + 1 < end ? 'x' : '\0';
+  ASSERT_GT(end - strings, 256u);
+  expect_error([&] { Tokenizer::from_serialized(joined, "in a checkpoint"); },
+               {"the normalizer's character map has a replacement of ", " bytes at byte ", ", more than 256"});
+  expect_error([&] { Tokenizer::from_serialized(unterminated, "in a checkpoint"); },
+               {"that runs past the end of its strings"});
 }
 
 // ---------------------------------------------------------------------------------------------

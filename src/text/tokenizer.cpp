@@ -91,6 +91,9 @@ bool proto_fields(std::string_view msg, F f) {
 }
 
 // Empty if the character map is safe to use, else what is wrong with it.
+// The longest replacement a character map may hold.
+constexpr size_t kMaxReplacementBytes = 256;
+
 std::string check_charsmap(std::string_view map) {
   if (map.empty()) return "";  // no normalization rules
   // SentencePiece refuses these two at load already; here they bound the reads below.
@@ -133,6 +136,15 @@ std::string check_charsmap(std::string_view map) {
         const uint32_t value = unit(next) & ((1u << 31) - 1);
         if (value >= strings.size())
           return cat("has a replacement at byte ", value, " of its ", strings.size(), "-byte strings");
+        // SentencePiece reads the replacement up to its NUL; and since each replaces at least one
+        // byte of the text, its length bounds how much normalizing can grow a text (NFKC's
+        // longest, U+FDFA's, is 33 bytes).
+        const size_t end = strings.find('\0', value);
+        if (end == std::string_view::npos)
+          return cat("has a replacement at byte ", value, " that runs past the end of its strings");
+        if (end - value > kMaxReplacementBytes)
+          return cat("has a replacement of ", end - value, " bytes at byte ", value, ", more than ",
+                     kMaxReplacementBytes);
       }
       reach(next);
     }
