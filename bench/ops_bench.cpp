@@ -46,8 +46,8 @@ struct Shape {
   int64_t N, B, D, F;  // tokens, batch, width, expanded width (d_ffn)
   int64_t K;           // classes; the vocabulary for a text shape
   bool text = false;
-  int64_t heads = 4;   // attention (ViT/BERT's 4 heads); external attention's heads
-  int64_t memory = 0;  // external attention's memory units per head
+  int64_t heads = 4;             // attention (ViT/BERT's 4 heads); external attention's heads
+  int64_t memory = 0;            // external attention's memory units per head
   int64_t cnn_C = 0, cnn_S = 0;  // > 0: conv2d and add_relu at the CNN's first stage, C channels, S×S
   int64_t M() const { return N * B; }
 };
@@ -103,21 +103,24 @@ using Setup = std::function<Call(Buffers&)>;
 
 constexpr double kF = sizeof(float);
 
-void add(const std::string& op, const Shape& s, const char* pass, bool ref, double flops,
-         double bytes, Setup setup) {
+void add(const std::string& op, const Shape& s, const char* pass, bool ref, double flops, double bytes, Setup setup) {
   for (const int threads : {1, 2}) {
     if (ref && threads > 1) continue;  // the _ref loops are serial
-    const std::string name = op + "/" + s.name + "/" + pass + "/" + (ref ? "ref" : "fast") +
-                             "/threads:" + std::to_string(threads);
-    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
-      set_threads(threads);
-      Buffers buf;
-      const Call call = setup(buf);
-      if (!ref) call();  // warm-up: per-thread scratch, oneDNN's primitives (a _ref has neither)
-      for (auto _ : st) call();
-      st.counters["FLOP"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-      st.counters["bytes"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
-    })->UseRealTime()->Unit(benchmark::kMicrosecond);
+    const std::string name =
+        op + "/" + s.name + "/" + pass + "/" + (ref ? "ref" : "fast") + "/threads:" + std::to_string(threads);
+    benchmark::RegisterBenchmark(
+        name.c_str(),
+        [=](benchmark::State& st) {
+          set_threads(threads);
+          Buffers buf;
+          const Call call = setup(buf);
+          if (!ref) call();  // warm-up: per-thread scratch, oneDNN's primitives (a _ref has neither)
+          for (auto _ : st) call();
+          st.counters["FLOP"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+          st.counters["bytes"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+        })
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
   }
 }
 
@@ -142,33 +145,38 @@ void register_heavy(const Shape& s) {
   });
   add_both("linear", s, "bwd", 4.0 * M * D * F + 1.0 * M * F, kF * (M * F + M * D + F * D + M * D + F * D + F),
            [=](Buffers& b, bool ref) -> Call {
-    float *dx = b.fill(M * D, 0), *dW = b.fill(F * D, 0), *db = b.fill(F, 0);
-    float *dy = b.uniform(M * F), *x = b.uniform(M * D), *W = b.uniform(F * D, -0.1f, 0.1f);
-    if (ref) return [=] { linear_backward_ref(dx, dW, db, dy, x, W, M, D, F); };
-    return [=] { linear_backward(dx, dW, db, dy, x, W, M, D, F, true); };
-  });
+             float *dx = b.fill(M * D, 0), *dW = b.fill(F * D, 0), *db = b.fill(F, 0);
+             float *dy = b.uniform(M * F), *x = b.uniform(M * D), *W = b.uniform(F * D, -0.1f, 0.1f);
+             if (ref) return [=] { linear_backward_ref(dx, dW, db, dy, x, W, M, D, F); };
+             return [=] { linear_backward(dx, dW, db, dy, x, W, M, D, F, true); };
+           });
 
   // sgu (split gate): the N×N token projection per image, 2·B·N²·H, plus LayerNorm and gate
   // (10 per element of (M, H)); backward 4·B·N²·H + 20·M·H. Saved: vn, g (M, H), mean, rstd (M).
   const SguShape sg{N, B, F, SguGate::split};
   const double sgu_param_bytes = kF * (2 * H + N * N + N);
-  add_both("sgu", s, "fwd", 2.0 * B * N * N * H + 10.0 * M * H,
-           kF * (M * F + 3 * M * H + 2 * M) + sgu_param_bytes, [=](Buffers& b, bool ref) -> Call {
-    float *out = b.fill(M * H, 0), *vn = b.fill(M * H, 0), *mean = b.fill(M, 0), *rstd = b.fill(M, 0), *g = b.fill(M * H, 0);
-    float *z = b.uniform(M * F), *gamma = b.uniform(H), *beta = b.uniform(H), *W = b.uniform(N * N, -0.1f, 0.1f), *bias = b.uniform(N);
-    if (ref) return [=] { sgu_forward_ref(out, z, gamma, beta, W, bias, sg, 1e-5f); };
-    return [=] { sgu_forward(out, vn, mean, rstd, g, z, gamma, beta, W, bias, sg, 1e-5f); };
-  });
+  add_both("sgu", s, "fwd", 2.0 * B * N * N * H + 10.0 * M * H, kF * (M * F + 3 * M * H + 2 * M) + sgu_param_bytes,
+           [=](Buffers& b, bool ref) -> Call {
+             float *out = b.fill(M * H, 0), *vn = b.fill(M * H, 0), *mean = b.fill(M, 0), *rstd = b.fill(M, 0),
+                   *g = b.fill(M * H, 0);
+             float *z = b.uniform(M * F), *gamma = b.uniform(H), *beta = b.uniform(H),
+                   *W = b.uniform(N * N, -0.1f, 0.1f), *bias = b.uniform(N);
+             if (ref) return [=] { sgu_forward_ref(out, z, gamma, beta, W, bias, sg, 1e-5f); };
+             return [=] { sgu_forward(out, vn, mean, rstd, g, z, gamma, beta, W, bias, sg, 1e-5f); };
+           });
   add_both("sgu", s, "bwd", 4.0 * B * N * N * H + 20.0 * M * H,
            kF * (M * H + M * F + 2 * M * H + 2 * M + M * F) + sgu_param_bytes, [=](Buffers& b, bool ref) -> Call {
-    float *dz = b.fill(M * F, 0), *dgamma = b.fill(H, 0), *dbeta = b.fill(H, 0), *dW = b.fill(N * N, 0), *db = b.fill(N, 0);
-    float *vn = b.fill(M * H, 0), *mean = b.fill(M, 0), *rstd = b.fill(M, 0), *g = b.fill(M * H, 0), *out = b.fill(M * H, 0);
-    float *dout = b.uniform(M * H), *z = b.uniform(M * F), *gamma = b.uniform(H), *beta = b.uniform(H);
-    float *W = b.uniform(N * N, -0.1f, 0.1f), *bias = b.uniform(N);
-    if (ref) return [=] { sgu_backward_ref(dz, dgamma, dbeta, dW, db, dout, z, gamma, beta, W, bias, sg, 1e-5f); };
-    sgu_forward(out, vn, mean, rstd, g, z, gamma, beta, W, bias, sg, 1e-5f);
-    return [=] { sgu_backward(dz, dgamma, dbeta, dW, db, dout, z, vn, mean, rstd, g, gamma, W, sg); };
-  });
+             float *dz = b.fill(M * F, 0), *dgamma = b.fill(H, 0), *dbeta = b.fill(H, 0), *dW = b.fill(N * N, 0),
+                   *db = b.fill(N, 0);
+             float *vn = b.fill(M * H, 0), *mean = b.fill(M, 0), *rstd = b.fill(M, 0), *g = b.fill(M * H, 0),
+                   *out = b.fill(M * H, 0);
+             float *dout = b.uniform(M * H), *z = b.uniform(M * F), *gamma = b.uniform(H), *beta = b.uniform(H);
+             float *W = b.uniform(N * N, -0.1f, 0.1f), *bias = b.uniform(N);
+             if (ref)
+               return [=] { sgu_backward_ref(dz, dgamma, dbeta, dW, db, dout, z, gamma, beta, W, bias, sg, 1e-5f); };
+             sgu_forward(out, vn, mean, rstd, g, z, gamma, beta, W, bias, sg, 1e-5f);
+             return [=] { sgu_backward(dz, dgamma, dbeta, dW, db, dout, z, vn, mean, rstd, g, gamma, W, sg); };
+           });
 
   // layernorm over D per row: 8 per element forward, 19 backward (dx, dγ, dβ).
   add_both("layernorm", s, "fwd", 8.0 * M * D, kF * (2 * M * D + 2 * D + 2 * M), [=](Buffers& b, bool ref) -> Call {
@@ -178,7 +186,8 @@ void register_heavy(const Shape& s) {
     return [=] { layernorm_forward(y, D, mean, rstd, x, D, gamma, beta, M, D, 1e-6f); };
   });
   add_both("layernorm", s, "bwd", 19.0 * M * D, kF * (3 * M * D + 2 * M + 3 * D), [=](Buffers& b, bool ref) -> Call {
-    float *dx = b.fill(M * D, 0), *dgamma = b.fill(D, 0), *dbeta = b.fill(D, 0), *mean = b.fill(M, 0), *rstd = b.fill(M, 0);
+    float *dx = b.fill(M * D, 0), *dgamma = b.fill(D, 0), *dbeta = b.fill(D, 0), *mean = b.fill(M, 0),
+          *rstd = b.fill(M, 0);
     float *dy = b.uniform(M * D), *x = b.uniform(M * D), *gamma = b.uniform(D), *beta = b.uniform(D);
     layernorm_forward(b.fill(M * D, 0), D, mean, rstd, x, D, gamma, beta, M, D, 1e-6f);
     if (ref) return [=] { layernorm_backward_ref(dx, D, dgamma, dbeta, dy, D, x, D, mean, rstd, gamma, M, D); };
@@ -202,18 +211,20 @@ void register_heavy(const Shape& s) {
   // 4·B·heads·N²; backward 8·B·heads·N²·dh + 6·B·heads·N². Saved: P (B, heads, N, N).
   const AttnShape as{N, B, s.heads, D / s.heads};
   const int64_t W3 = 3 * as.width(), P = B * s.heads * N * N;
-  add_both("attention", s, "fwd", 4.0 * P * as.dh + 4.0 * P, kF * (M * W3 + M * as.width() + P), [=](Buffers& b, bool ref) -> Call {
-    float *o = b.fill(M * as.width(), 0), *Pb = b.fill(P, 0), *qkv = b.uniform(M * W3);
-    if (ref) return [=] { attention_forward_ref(o, qkv, as); };
-    return [=] { attention_forward(o, Pb, qkv, as); };
-  });
-  add_both("attention", s, "bwd", 8.0 * P * as.dh + 6.0 * P, kF * (M * as.width() + 2 * M * W3 + P), [=](Buffers& b, bool ref) -> Call {
-    float *dqkv = b.fill(M * W3, 0), *Pb = b.fill(P, 0), *scratch = b.fill(P, 0);
-    float *dout = b.uniform(M * as.width()), *qkv = b.uniform(M * W3);
-    if (ref) return [=] { attention_backward_ref(dqkv, dout, qkv, as); };
-    attention_forward(b.fill(M * as.width(), 0), Pb, qkv, as);
-    return [=] { attention_backward(dqkv, dout, qkv, Pb, as, scratch); };
-  });
+  add_both("attention", s, "fwd", 4.0 * P * as.dh + 4.0 * P, kF * (M * W3 + M * as.width() + P),
+           [=](Buffers& b, bool ref) -> Call {
+             float *o = b.fill(M * as.width(), 0), *Pb = b.fill(P, 0), *qkv = b.uniform(M * W3);
+             if (ref) return [=] { attention_forward_ref(o, qkv, as); };
+             return [=] { attention_forward(o, Pb, qkv, as); };
+           });
+  add_both("attention", s, "bwd", 8.0 * P * as.dh + 6.0 * P, kF * (M * as.width() + 2 * M * W3 + P),
+           [=](Buffers& b, bool ref) -> Call {
+             float *dqkv = b.fill(M * W3, 0), *Pb = b.fill(P, 0), *scratch = b.fill(P, 0);
+             float *dout = b.uniform(M * as.width()), *qkv = b.uniform(M * W3);
+             if (ref) return [=] { attention_backward_ref(dqkv, dout, qkv, as); };
+             attention_forward(b.fill(M * as.width(), 0), Pb, qkv, as);
+             return [=] { attention_backward(dqkv, dout, qkv, Pb, as, scratch); };
+           });
 
   // softmax and cross-entropy over the head's logits: (B, K) for images, the masked-token chunk
   // (kMlmChunk, V) for text. softmax 4 per element; cross-entropy 5 forward, 2 backward.
@@ -319,19 +330,23 @@ void register_image_kinds(const Shape& s) {
   });
 
   // column_layernorm over the N tokens of each of the B·D columns: 8 forward, 19 backward.
-  add_both("column_layernorm", s, "fwd", 8.0 * N * cols, kF * (2 * N * cols + 2 * cols + 2 * N), [=](Buffers& b, bool ref) -> Call {
-    float *y = b.fill(N * cols, 0), *mean = b.fill(cols, 0), *rstd = b.fill(cols, 0);
-    float *x = b.uniform(N * cols), *gamma = b.uniform(N), *beta = b.uniform(N);
-    if (ref) return [=] { column_layernorm_forward_ref(y, mean, rstd, x, gamma, beta, N, cols, 1e-6f); };
-    return [=] { column_layernorm_forward(y, mean, rstd, x, gamma, beta, N, cols, 1e-6f); };
-  });
-  add_both("column_layernorm", s, "bwd", 19.0 * N * cols, kF * (3 * N * cols + 2 * cols + 3 * N), [=](Buffers& b, bool ref) -> Call {
-    float *dx = b.fill(N * cols, 0), *dgamma = b.fill(N, 0), *dbeta = b.fill(N, 0), *mean = b.fill(cols, 0), *rstd = b.fill(cols, 0);
-    float *dy = b.uniform(N * cols), *x = b.uniform(N * cols), *gamma = b.uniform(N), *beta = b.uniform(N);
-    column_layernorm_forward(b.fill(N * cols, 0), mean, rstd, x, gamma, beta, N, cols, 1e-6f);
-    if (ref) return [=] { column_layernorm_backward_ref(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, N, cols); };
-    return [=] { column_layernorm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, N, cols); };
-  });
+  add_both("column_layernorm", s, "fwd", 8.0 * N * cols, kF * (2 * N * cols + 2 * cols + 2 * N),
+           [=](Buffers& b, bool ref) -> Call {
+             float *y = b.fill(N * cols, 0), *mean = b.fill(cols, 0), *rstd = b.fill(cols, 0);
+             float *x = b.uniform(N * cols), *gamma = b.uniform(N), *beta = b.uniform(N);
+             if (ref) return [=] { column_layernorm_forward_ref(y, mean, rstd, x, gamma, beta, N, cols, 1e-6f); };
+             return [=] { column_layernorm_forward(y, mean, rstd, x, gamma, beta, N, cols, 1e-6f); };
+           });
+  add_both("column_layernorm", s, "bwd", 19.0 * N * cols, kF * (3 * N * cols + 2 * cols + 3 * N),
+           [=](Buffers& b, bool ref) -> Call {
+             float *dx = b.fill(N * cols, 0), *dgamma = b.fill(N, 0), *dbeta = b.fill(N, 0), *mean = b.fill(cols, 0),
+                   *rstd = b.fill(cols, 0);
+             float *dy = b.uniform(N * cols), *x = b.uniform(N * cols), *gamma = b.uniform(N), *beta = b.uniform(N);
+             column_layernorm_forward(b.fill(N * cols, 0), mean, rstd, x, gamma, beta, N, cols, 1e-6f);
+             if (ref)
+               return [=] { column_layernorm_backward_ref(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, N, cols); };
+             return [=] { column_layernorm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, N, cols); };
+           });
 
   // External attention's scores (N, B·heads·S), S memory units: the column softmax 5 per
   // element forward, 4 backward; the sum normalisation 2 forward, 4 backward.

@@ -17,8 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   file.set(text);
   fuzz::run([&] {
     const auto lines = text::load_lines(file.path());
-    for (text::Split s : {text::Split::train, text::Split::dev, text::Split::test})
-      text::lines_in_split(lines, s);
+    for (text::Split s : {text::Split::train, text::Split::dev, text::Split::test}) text::lines_in_split(lines, s);
   });
   return 0;
 }

@@ -11,10 +11,9 @@ using namespace gmlp;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::run([&] {
     const img::Pixels px = img::decode_image("fuzz.img", data, size, 1024);
-    if (px.hwc.size() != size_t(px.width) * px.height * px.channels ||
-        (px.channels != 1 && px.channels != 3)) {
-      std::fprintf(stderr, "gmlp fuzz: decode_image returned %dx%dx%d with %zu bytes\n", px.width,
-                   px.height, px.channels, px.hwc.size());
+    if (px.hwc.size() != size_t(px.width) * px.height * px.channels || (px.channels != 1 && px.channels != 3)) {
+      std::fprintf(stderr, "gmlp fuzz: decode_image returned %dx%dx%d with %zu bytes\n", px.width, px.height,
+                   px.channels, px.hwc.size());
       std::abort();
     }
     // Small images also go through load_image: float conversion, gray <-> RGB, resizing.

@@ -19,8 +19,8 @@ namespace gmlp::test {
 
 // Max |a - b| / max(floor, |b|) over n elements; reports the worst element on failure.
 template <class A, class B>
-::testing::AssertionResult close(const std::string& what, const A* a, const B* b, int64_t n,
-                                 double tol, double floor = 1.0) {
+::testing::AssertionResult close(const std::string& what, const A* a, const B* b, int64_t n, double tol,
+                                 double floor = 1.0) {
   double worst = 0;
   int64_t at = -1;
   for (int64_t i = 0; i < n; ++i) {
@@ -32,16 +32,14 @@ template <class A, class B>
     }
   }
   if (worst <= tol) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << what << ": worst error " << worst << " > " << tol << " at [" << at << "] of " << n
-         << ": got " << double(a[at]) << ", expected " << double(b[at]);
+  return ::testing::AssertionFailure() << what << ": worst error " << worst << " > " << tol << " at [" << at << "] of "
+                                       << n << ": got " << double(a[at]) << ", expected " << double(b[at]);
 }
 
 template <class A, class B>
-::testing::AssertionResult close(const std::string& what, const std::vector<A>& a,
-                                 const std::vector<B>& b, double tol, double floor = 1.0) {
-  if (a.size() != b.size())
-    return ::testing::AssertionFailure() << what << ": size " << a.size() << " vs " << b.size();
+::testing::AssertionResult close(const std::string& what, const std::vector<A>& a, const std::vector<B>& b, double tol,
+                                 double floor = 1.0) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << what << ": size " << a.size() << " vs " << b.size();
   return close(what, a.data(), b.data(), int64_t(a.size()), tol, floor);
 }
 
@@ -68,16 +66,15 @@ inline std::vector<double> numeric_gradient(double* w, int64_t n, const std::fun
 
 // Checks the gradient a backward left on top of `base` (accumulated − base) against central
 // differences of loss() with respect to every element of x.
-inline void expect_fd(const std::string& name, std::vector<double>& x,
-                      const std::vector<double>& accumulated, const std::vector<double>& base,
-                      const std::function<double()>& loss) {
+inline void expect_fd(const std::string& name, std::vector<double>& x, const std::vector<double>& accumulated,
+                      const std::vector<double>& base, const std::function<double()>& loss) {
   std::vector<double> analytic(x.size());
   for (size_t i = 0; i < x.size(); ++i) analytic[i] = accumulated[i] - (base.empty() ? 0.0 : base[i]);
   EXPECT_TRUE(close(name, analytic, numeric_gradient(x.data(), int64_t(x.size()), loss), tol::kFdRel));
 }
 // The same for a gradient that was overwritten (no base).
-inline void expect_fd(const std::string& name, std::vector<double>& x,
-                      const std::vector<double>& analytic, const std::function<double()>& loss) {
+inline void expect_fd(const std::string& name, std::vector<double>& x, const std::vector<double>& analytic,
+                      const std::function<double()>& loss) {
   expect_fd(name, x, analytic, {}, loss);
 }
 

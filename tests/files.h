@@ -17,8 +17,7 @@ namespace gmlp::test {
 // The per-process temporary folder, created on first use and removed at exit.
 inline const std::filesystem::path& temp_folder() {
   struct Folder {
-    std::filesystem::path dir =
-        std::filesystem::temp_directory_path() / cat("gmlp_test_", getpid());
+    std::filesystem::path dir = std::filesystem::temp_directory_path() / cat("gmlp_test_", getpid());
     Folder() { std::filesystem::create_directories(dir); }
     ~Folder() {
       std::error_code ec;

@@ -156,10 +156,14 @@ int main(int argc, char** argv) {
   try {
     const std::string cmd = argc > 1 ? argv[1] : "";
     const auto args = gmlp::parse(argc, argv);
-    if (cmd == "image") gmlp::make_image(args);
-    else if (cmd == "text") gmlp::make_text(args);
-    else if (cmd == "logits") gmlp::logits(args);
-    else gmlp::fail("expected a command: image, text or logits (found '", cmd, "')");
+    if (cmd == "image")
+      gmlp::make_image(args);
+    else if (cmd == "text")
+      gmlp::make_text(args);
+    else if (cmd == "logits")
+      gmlp::logits(args);
+    else
+      gmlp::fail("expected a command: image, text or logits (found '", cmd, "')");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gmlp_onnx_reference: %s\n", e.what());
     return 1;

@@ -24,19 +24,16 @@ using test::expect_fd;
 // Whether every row of a (B, heads, N, N) probability tensor has its entries in [0, 1] (so
 // finite) and sums to 1 within tol.
 template <class T>
-::testing::AssertionResult rows_are_distributions(const std::vector<T>& P, AttnShape s,
-                                                  double tol) {
+::testing::AssertionResult rows_are_distributions(const std::vector<T>& P, AttnShape s, double tol) {
   const int64_t rows = s.B * s.heads * s.N;
   for (int64_t r = 0; r < rows; ++r) {
     double sum = 0;
     for (int64_t j = 0; j < s.N; ++j) {
       const double p = P[r * s.N + j];
-      if (!(p >= 0 && p <= 1))
-        return ::testing::AssertionFailure() << "P row " << r << " col " << j << " = " << p;
+      if (!(p >= 0 && p <= 1)) return ::testing::AssertionFailure() << "P row " << r << " col " << j << " = " << p;
       sum += p;
     }
-    if (!(std::abs(sum - 1) <= tol))
-      return ::testing::AssertionFailure() << "P row " << r << " sums to " << sum;
+    if (!(std::abs(sum - 1) <= tol)) return ::testing::AssertionFailure() << "P row " << r << " sums to " << sum;
   }
   return ::testing::AssertionSuccess();
 }
@@ -171,9 +168,9 @@ TEST(Attention, HeadAndBatchLayout) {
     for (int64_t b = 0; b < B; ++b) {
       double* row = qkv.data() + (n * B + b) * C;
       for (int64_t d = 0; d < dh; ++d) {
-        row[d] = 0;                                                      // q, head 0
+        row[d] = 0;                                                     // q, head 0
         row[dh + d] = d == perm[n] ? 60.0 * std::sqrt(double(dh)) : 0;  // q, head 1
-        row[W + dh + d] = d == n ? 1.0 : 0.0;                            // k, head 1
+        row[W + dh + d] = d == n ? 1.0 : 0.0;                           // k, head 1
       }
     }
   Vec o(N * B * W, std::nan("")), P(B * s.heads * N * N);
@@ -199,8 +196,7 @@ TEST(Attention, HeadAndBatchLayout) {
 // patch grid, 4 heads of 16).
 TEST(FastVsRef, Attention) {
   for (const AttnShape s : {AttnShape{7, 3, 2, 4}, AttnShape{49, 5, 4, 16}}) {
-    SCOPED_TRACE(::testing::Message() << "N " << s.N << " B " << s.B << " heads " << s.heads
-                                      << " dh " << s.dh);
+    SCOPED_TRACE(::testing::Message() << "N " << s.N << " B " << s.B << " heads " << s.heads << " dh " << s.dh);
     const int64_t M = s.N * s.B, W = s.width();
     Rng rng(45 + s.N);
     auto qkv = randn<float>(M * 3 * W, rng), dout = randn<float>(M * W, rng);

@@ -107,21 +107,27 @@ TEST(Checkpoint, MalformedMetadata) {
   Tensors t2;
   expect_load_error(t2.save("ck_std.safetensors", {{"std", "[0.0]"}}), "'std' must be positive");
   Tensors t3;
-  expect_load_error(t3.save("ck_cfg.safetensors", {{"config", "{\"img_size\": 9}"}}), "patch_size must divide img_size");
+  expect_load_error(t3.save("ck_cfg.safetensors", {{"config", "{\"img_size\": 9}"}}),
+                    "patch_size must divide img_size");
 }
 
 TEST(Checkpoint, TheOtherKindIsNamedWithTheCommandsItIsFor) {
   // A text checkpoint given where an image classifier belongs (predict, eval, viz, train
   // --resume) says what it is and which commands take it, not a config field's complaint.
   Tensors text;
-  const std::string text_path = text.save("ck_text.safetensors", {{"format", "gmlp-text"}, {"tokenizer", "AAAA"},
-                                                                 {"config", "{\"num_classes\": 0}"}});
-  expect_load_error(text_path, "is a text checkpoint (a masked-language model from gmlp pretrain), not an image classifier");
+  const std::string text_path = text.save(
+      "ck_text.safetensors", {{"format", "gmlp-text"}, {"tokenizer", "AAAA"}, {"config", "{\"num_classes\": 0}"}});
+  expect_load_error(text_path,
+                    "is a text checkpoint (a masked-language model from gmlp pretrain), not an image classifier");
   Tensors task;
-  const std::string task_path = task.save("ck_task.safetensors", {{"format", "gmlp-text"}, {"tokenizer", "AAAA"}, {"task", "genre"}});
-  expect_load_error(task_path, "is a text checkpoint (gmlp finetune, task genre), not an image classifier (of gmlp train, or a timm gMLP): use it with gmlp fill-mask");
+  const std::string task_path =
+      task.save("ck_task.safetensors", {{"format", "gmlp-text"}, {"tokenizer", "AAAA"}, {"task", "genre"}});
+  expect_load_error(task_path,
+                    "is a text checkpoint (gmlp finetune, task genre), not an image classifier (of gmlp train, or a "
+                    "timm gMLP): use it with gmlp fill-mask");
   // And the other way: an image classifier given to fill-mask or finetune --init.
-  for (const auto& meta : {std::map<std::string, std::string>{{"format", "gmlp"}}, std::map<std::string, std::string>{}}) {
+  for (const auto& meta :
+       {std::map<std::string, std::string>{{"format", "gmlp"}}, std::map<std::string, std::string>{}}) {
     Tensors image;
     const std::string path = image.save("ck_image.safetensors", meta);
     try {
@@ -130,7 +136,9 @@ TEST(Checkpoint, TheOtherKindIsNamedWithTheCommandsItIsFor) {
     } catch (const Error& e) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find("'" + path + "' is an image classifier checkpoint ("), std::string::npos) << msg;
-      EXPECT_NE(msg.find("not a text model (of gmlp pretrain or finetune): use it with gmlp predict"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("not a text model (of gmlp pretrain or finetune): use it with gmlp predict"),
+                std::string::npos)
+          << msg;
     }
     std::filesystem::remove(path);
   }

@@ -27,10 +27,9 @@ using test::dot;
 using test::expect_fd;
 
 std::string describe(const ConvShape& s) {
-  return "B" + std::to_string(s.B) + " Cin" + std::to_string(s.Cin) + " " + std::to_string(s.H) +
-         "x" + std::to_string(s.W) + " Cout" + std::to_string(s.Cout) + " k" +
-         std::to_string(s.k) + " stride" + std::to_string(s.stride) + " pad" +
-         std::to_string(s.pad);
+  return "B" + std::to_string(s.B) + " Cin" + std::to_string(s.Cin) + " " + std::to_string(s.H) + "x" +
+         std::to_string(s.W) + " Cout" + std::to_string(s.Cout) + " k" + std::to_string(s.k) + " stride" +
+         std::to_string(s.stride) + " pad" + std::to_string(s.pad);
 }
 
 // Kernel / stride / pad combinations of a ResNet: 3×3 same, 3×3 downsampling, the 1×1 shortcut
@@ -128,23 +127,23 @@ TEST(BatchNorm, TrainingGradientsMatchFiniteDifferences) {
   for (int64_t i = 0; i < n; ++i) x[i] += (i / HW) % C == 0 ? 3.0 : -1.0;  // channel offsets
   Vec r = randn<double>(n, rng), y(n), mean(C), rstd(C);
   auto loss = [&] {  // no running statistics: the loss stays a pure function of its inputs
-    batchnorm_forward<double>(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(),
-                              beta.data(), nullptr, nullptr, B, C, HW, true, 1e-5, 0.1);
+    batchnorm_forward<double>(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), nullptr, nullptr,
+                              B, C, HW, true, 1e-5, 0.1);
     return dot(r, y);
   };
   loss();
   Vec dx(n, std::nan("")), dg0 = randn<double>(C, rng), db0 = randn<double>(C, rng);
   Vec dg = dg0, db = db0;
-  batchnorm_backward(dx.data(), dg.data(), db.data(), r.data(), x.data(), mean.data(),
-                     rstd.data(), gamma.data(), B, C, HW);
+  batchnorm_backward(dx.data(), dg.data(), db.data(), r.data(), x.data(), mean.data(), rstd.data(), gamma.data(), B, C,
+                     HW);
   expect_fd("dx", x, dx, Vec(n, 0.0), loss);
   expect_fd("dgamma", gamma, dg, dg0, loss);
   expect_fd("dbeta", beta, db, db0, loss);
   // The reference twin, from the same saved statistics.
   loss();
   Vec dxr(n, std::nan("")), dgr = dg0, dbr = db0;
-  batchnorm_backward_ref(dxr.data(), dgr.data(), dbr.data(), r.data(), x.data(), mean.data(),
-                         rstd.data(), gamma.data(), B, C, HW);
+  batchnorm_backward_ref(dxr.data(), dgr.data(), dbr.data(), r.data(), x.data(), mean.data(), rstd.data(), gamma.data(),
+                         B, C, HW);
   expect_fd("dx (ref)", x, dxr, Vec(n, 0.0), loss);
   expect_fd("dgamma (ref)", gamma, dgr, dg0, loss);
   expect_fd("dbeta (ref)", beta, dbr, db0, loss);
@@ -155,8 +154,8 @@ TEST(BatchNorm, RunningStatisticsFollowTorch) {
   // unbiased 5/3 (enters running_var). torch.nn.BatchNorm2d(1, eps, momentum=0.1) from
   // running_mean 0, running_var 1: 0.25 and 0.9 + 0.1·5/3.
   const double x[4] = {1, 2, 3, 4}, gamma = 2.0, beta = 0.5, eps = 1e-5;
-  using Fwd = void (*)(double*, double*, double*, const double*, const double*, const double*,
-                       double*, double*, int64_t, int64_t, int64_t, bool, double, double);
+  using Fwd = void (*)(double*, double*, double*, const double*, const double*, const double*, double*, double*,
+                       int64_t, int64_t, int64_t, bool, double, double);
   for (Fwd fwd : {Fwd(batchnorm_forward<double>), Fwd(batchnorm_forward_ref<double>)}) {
     double y[4], mean, rstd, rm = 0.0, rv = 1.0;
     fwd(y, &mean, &rstd, x, &gamma, &beta, &rm, &rv, 2, 1, 2, true, eps, 0.1);
@@ -169,17 +168,14 @@ TEST(BatchNorm, RunningStatisticsFollowTorch) {
     fwd(y, nullptr, nullptr, x, &gamma, &beta, &rm, &rv, 2, 1, 2, false, eps, 0.1);
     EXPECT_NEAR(rm, 0.25, 1e-15);
     EXPECT_NEAR(rv, 0.9 + 0.1 * 5.0 / 3.0, 1e-15);
-    for (int i = 0; i < 4; ++i)
-      EXPECT_NEAR(y[i], (x[i] - rm) / std::sqrt(rv + eps) * gamma + beta, 1e-14);
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], (x[i] - rm) / std::sqrt(rv + eps) * gamma + beta, 1e-14);
   }
 }
 
 TEST(BatchNorm, TrainingOnOneValuePerChannelThrows) {
   const double x = 1, g = 1, b = 0;
   double y, m, r;
-  EXPECT_THROW(batchnorm_forward<double>(&y, &m, &r, &x, &g, &b, nullptr, nullptr, 1, 1, 1, true,
-                                         1e-5, 0.1),
-               Error);
+  EXPECT_THROW(batchnorm_forward<double>(&y, &m, &r, &x, &g, &b, nullptr, nullptr, 1, 1, 1, true, 1e-5, 0.1), Error);
 }
 
 TEST(Relu, ForwardAndBackward) {
@@ -196,7 +192,7 @@ TEST(Relu, ForwardAndBackward) {
   Vec d = r;
   relu_backward_inplace(d.data(), y.data(), n);
   expect_fd("dx", x, d, Vec(n, 0.0), loss);
-  loss();  // y as at x (the differences left it at a perturbed point)
+  loss();     // y as at x (the differences left it at a perturbed point)
   Vec z = x;  // in place
   relu_forward(z.data(), z.data(), n);
   EXPECT_EQ(z, y);
@@ -255,10 +251,10 @@ TEST(FastVsRef, BatchNorm) {
   auto rm1 = rm0, rv1 = rv0, rm2 = rm0, rv2 = rv0;
   std::vector<float> y1(n), y2(n), m1(C), m2(C), r1(C), r2(C);
   // Training: batch statistics, running statistics updated.
-  batchnorm_forward(y1.data(), m1.data(), r1.data(), x.data(), gamma.data(), beta.data(),
-                    rm1.data(), rv1.data(), B, C, HW, true, 1e-5f, 0.1f);
-  batchnorm_forward_ref(y2.data(), m2.data(), r2.data(), x.data(), gamma.data(), beta.data(),
-                        rm2.data(), rv2.data(), B, C, HW, true, 1e-5f, 0.1f);
+  batchnorm_forward(y1.data(), m1.data(), r1.data(), x.data(), gamma.data(), beta.data(), rm1.data(), rv1.data(), B, C,
+                    HW, true, 1e-5f, 0.1f);
+  batchnorm_forward_ref(y2.data(), m2.data(), r2.data(), x.data(), gamma.data(), beta.data(), rm2.data(), rv2.data(), B,
+                        C, HW, true, 1e-5f, 0.1f);
   EXPECT_TRUE(close("y", y1, y2, tol::kFastVsRef));
   EXPECT_TRUE(close("mean", m1, m2, tol::kFastVsRef));
   EXPECT_TRUE(close("rstd", r1, r2, tol::kFastVsRef));
@@ -266,27 +262,27 @@ TEST(FastVsRef, BatchNorm) {
   EXPECT_TRUE(close("running_var", rv1, rv2, tol::kFastVsRef));
   std::vector<float> dx1(n, std::nanf("")), dx2(n, std::nanf("")), dg1(C, 0.5f), db1(C, -0.5f);
   auto dg2 = dg1, db2 = db1;
-  batchnorm_backward(dx1.data(), dg1.data(), db1.data(), dy.data(), x.data(), m1.data(),
-                     r1.data(), gamma.data(), B, C, HW);
-  batchnorm_backward_ref(dx2.data(), dg2.data(), db2.data(), dy.data(), x.data(), m2.data(),
-                         r2.data(), gamma.data(), B, C, HW);
+  batchnorm_backward(dx1.data(), dg1.data(), db1.data(), dy.data(), x.data(), m1.data(), r1.data(), gamma.data(), B, C,
+                     HW);
+  batchnorm_backward_ref(dx2.data(), dg2.data(), db2.data(), dy.data(), x.data(), m2.data(), r2.data(), gamma.data(), B,
+                         C, HW);
   EXPECT_TRUE(close("dx", dx1, dx2, tol::kFastVsRef));
   EXPECT_TRUE(close("dgamma", dg1, dg2, tol::kFastVsRef));
   EXPECT_TRUE(close("dbeta", db1, db2, tol::kFastVsRef));
   // In place (y aliases x): the same output and update.
   auto xin = x, rm3 = rm0, rv3 = rv0;
-  batchnorm_forward(xin.data(), m1.data(), r1.data(), xin.data(), gamma.data(), beta.data(),
-                    rm3.data(), rv3.data(), B, C, HW, true, 1e-5f, 0.1f);
+  batchnorm_forward(xin.data(), m1.data(), r1.data(), xin.data(), gamma.data(), beta.data(), rm3.data(), rv3.data(), B,
+                    C, HW, true, 1e-5f, 0.1f);
   EXPECT_EQ(xin, y1);
   EXPECT_EQ(rm3, rm1);
   EXPECT_EQ(rv3, rv1);
   // Eval: the running statistics normalise, and stay as they were.
   rm3 = rm1;
   rv3 = rv1;
-  batchnorm_forward(y1.data(), m1.data(), r1.data(), x.data(), gamma.data(), beta.data(),
-                    rm1.data(), rv1.data(), B, C, HW, false, 1e-5f, 0.1f);
-  batchnorm_forward_ref(y2.data(), m2.data(), r2.data(), x.data(), gamma.data(), beta.data(),
-                        rm2.data(), rv2.data(), B, C, HW, false, 1e-5f, 0.1f);
+  batchnorm_forward(y1.data(), m1.data(), r1.data(), x.data(), gamma.data(), beta.data(), rm1.data(), rv1.data(), B, C,
+                    HW, false, 1e-5f, 0.1f);
+  batchnorm_forward_ref(y2.data(), m2.data(), r2.data(), x.data(), gamma.data(), beta.data(), rm2.data(), rv2.data(), B,
+                        C, HW, false, 1e-5f, 0.1f);
   EXPECT_TRUE(close("y (eval)", y1, y2, tol::kFastVsRef));
   EXPECT_TRUE(close("rstd (eval)", r1, r2, tol::kFastVsRef));
   EXPECT_EQ(rm1, rm3);

@@ -86,15 +86,27 @@ TEST(EvalSubset, Labels) {
 TEST(TrainingSummary, RecordsFiguresNotTimings) {
   // What a checkpoint keeps of its run must not differ between a run and its resumed twin, so
   // no timings; the best accuracy is over every epoch.
-  const std::vector<nlohmann::json> rows = {
-      {{"epoch", 1}, {"test_acc", 0.8}, {"train_loss", 1.0}, {"seconds", 12.5}, {"images_per_s", 300.0}, {"test_acc_ema", 0.5}},
-      {{"epoch", 2}, {"test_acc", 0.7}, {"train_loss", 0.9}, {"seconds", 11.0}, {"test_count", 2000},
-       {"test_total", 10000}, {"eval_seconds", 1.0}, {"test_acc_ema", 0.6}}};
+  const std::vector<nlohmann::json> rows = {{{"epoch", 1},
+                                             {"test_acc", 0.8},
+                                             {"train_loss", 1.0},
+                                             {"seconds", 12.5},
+                                             {"images_per_s", 300.0},
+                                             {"test_acc_ema", 0.5}},
+                                            {{"epoch", 2},
+                                             {"test_acc", 0.7},
+                                             {"train_loss", 0.9},
+                                             {"seconds", 11.0},
+                                             {"test_count", 2000},
+                                             {"test_total", 10000},
+                                             {"eval_seconds", 1.0},
+                                             {"test_acc_ema", 0.6}}};
   const nlohmann::json s = nlohmann::json::parse(training_summary({{"lr", 0.01}}, rows));
   EXPECT_EQ(s["epochs"], 2);
   EXPECT_EQ(s["options"]["lr"], 0.01);
-  EXPECT_EQ(s["last"], (nlohmann::json{{"test_acc", 0.7}, {"train_loss", 0.9}, {"test_count", 2000},
-                                       {"test_total", 10000}, {"test_acc_ema", 0.6}}));
+  EXPECT_EQ(
+      s["last"],
+      (nlohmann::json{
+          {"test_acc", 0.7}, {"train_loss", 0.9}, {"test_count", 2000}, {"test_total", 10000}, {"test_acc_ema", 0.6}}));
   EXPECT_EQ(s["best"], (nlohmann::json{{"test_acc", 0.8}, {"test_acc_ema", 0.6}}));
 }
 

@@ -85,32 +85,26 @@ TEST(AtomicFile, FailsInMissingFolder) {
 
 TEST(AtomicFile, ReadRejectsMissingTooLargeAndFolder) {
   const std::string missing = tmp_path("missing");
-  expect_error([&] { gmlp::read_file(missing, 100); },
-               {"failed to read '" + missing + "': No such file or directory"});
+  expect_error([&] { gmlp::read_file(missing, 100); }, {"failed to read '" + missing + "': No such file or directory"});
   const std::string big = write_tmp("big", std::string(100, 'x'));
-  expect_error([&] { gmlp::read_file(big, 10); },
-               {"failed to read '" + big + "'", "larger than the limit of 10"});
+  expect_error([&] { gmlp::read_file(big, 10); }, {"failed to read '" + big + "'", "larger than the limit of 10"});
   const std::string folder = tmp_path("folder");
   fs::create_directories(folder);
-  expect_error([&] { gmlp::read_file(folder, 100); },
-               {"failed to read '" + folder + "'", "not a regular file"});
+  expect_error([&] { gmlp::read_file(folder, 100); }, {"failed to read '" + folder + "'", "not a regular file"});
 }
 
 // ---------------------------------------------------------------------------------------------
 // safetensors
 
 TEST(Safetensors, RoundTrip) {
-  const std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.0f, -0.0f, 1e-30f}, b = {42.0f},
-                           d = {1, 2, 3, 4, 5};
+  const std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.0f, -0.0f, 1e-30f}, b = {42.0f}, d = {1, 2, 3, 4, 5};
   const std::map<std::string, std::string> meta = {{"format", "pt"}, {"step", "12"}};
   const std::string path = tmp_path("rt.safetensors");
   // Names are out of alphabetical order to check that the given order is kept.
-  gmlp::st::save(path,
-                 {{"z.weight", {2, 3}, a.data()},
-                  {"b", {}, b.data()},
-                  {"empty", {0, 4}, nullptr},
-                  {"a.bias", {5}, d.data()}},
-                 meta);
+  gmlp::st::save(
+      path,
+      {{"z.weight", {2, 3}, a.data()}, {"b", {}, b.data()}, {"empty", {0, 4}, nullptr}, {"a.bias", {5}, d.data()}},
+      meta);
 
   const auto f = gmlp::st::File::open(path);
   EXPECT_EQ(f.path(), path);
@@ -185,8 +179,7 @@ TEST(Safetensors, ConvertsOtherDtypes) {
   const auto f = gmlp::st::File::open(path);
   EXPECT_EQ(f.read_f64("f64"), (std::vector<double>{0.1, -1e300}));
   EXPECT_EQ(f.read_f32("f64")[0], 0.1f);
-  EXPECT_EQ(f.read_f32("f16", {2, 2}),
-            (std::vector<float>{1, -2, std::ldexp(1.0f, -24), INFINITY}));
+  EXPECT_EQ(f.read_f32("f16", {2, 2}), (std::vector<float>{1, -2, std::ldexp(1.0f, -24), INFINITY}));
   EXPECT_EQ(f.read_f32("bf16"), (std::vector<float>{1, -3}));
   EXPECT_EQ(f.read_i64("i64"), (std::vector<int64_t>{-5, int64_t{1} << 40}));
   EXPECT_EQ(f.read_f64("i64"), (std::vector<double>{-5, 1099511627776.0}));
@@ -197,8 +190,8 @@ TEST(Safetensors, ConvertsOtherDtypes) {
   EXPECT_EQ(f.read_f32("i16"), (std::vector<float>{-300, 300}));
   EXPECT_EQ(f.read_f32("bool"), (std::vector<float>{0, 1}));
   EXPECT_EQ(f.find("i16")->dtype, gmlp::st::Dtype::I16);
-  expect_error([&] { f.read_i64("f16"); }, {"failed to load '" + path + "'",
-                                            "tensor 'f16' has dtype F16, expected I64, I32 or U8"});
+  expect_error([&] { f.read_i64("f16"); },
+               {"failed to load '" + path + "'", "tensor 'f16' has dtype F16, expected I64, I32 or U8"});
 }
 
 TEST(Safetensors, RejectsWrongShapeAndMissingTensor) {
@@ -209,22 +202,19 @@ TEST(Safetensors, RejectsWrongShapeAndMissingTensor) {
   const auto f = gmlp::st::File::open(path);
   const std::string want = "': tensor '" + name + "' has shape [2, 3], expected [3, 2]";
   expect_error([&] { f.read_f32(name, {3, 2}); }, {"failed to load '" + path + want});
-  expect_error([&] { f.read_f32("nope"); },
-               {"failed to load '" + path + "': tensor 'nope' not found"});
+  expect_error([&] { f.read_f32("nope"); }, {"failed to load '" + path + "': tensor 'nope' not found"});
   expect_error([&] { f.read_i64("nope"); }, {"tensor 'nope' not found"});
 }
 
 TEST(Safetensors, RejectsMissingFile) {
   const std::string path = tmp_path("missing.safetensors");
-  expect_error([&] { gmlp::st::File::open(path); },
-               {"'" + path + "'", "No such file or directory"});
+  expect_error([&] { gmlp::st::File::open(path); }, {"'" + path + "'", "No such file or directory"});
 }
 
 TEST(Safetensors, RejectsShortFile) {
   const std::string path = write_tmp("short.safetensors", std::string(5, '\0'));
   expect_error([&] { gmlp::st::File::open(path); },
-               {"failed to load '" + path +
-                "': the file is 5 bytes, shorter than the 8-byte header length"});
+               {"failed to load '" + path + "': the file is 5 bytes, shorter than the 8-byte header length"});
 }
 
 TEST(Safetensors, RejectsTruncatedHeader) {
@@ -240,26 +230,24 @@ TEST(Safetensors, RejectsHeaderLengthOf2To63WithoutAllocating) {
   put_u64_le(s, uint64_t{1} << 63);
   const std::string path = write_tmp("huge.safetensors", s + "{}");
   expect_error([&] { gmlp::st::File::open(path); },
-               {"failed to load '" + path + "'",
-                "9223372036854775808 bytes, more than the limit of 100000000"});
+               {"failed to load '" + path + "'", "9223372036854775808 bytes, more than the limit of 100000000"});
 }
 
 TEST(Safetensors, RejectsTensorOf10To12ElementsWithoutAllocating) {
   // 10^12 floats = 4 TB: the offsets cannot cover it (past the end), or do not match it.
-  const std::string past = write_tmp(
-      "past.safetensors", st_bytes(R"({"w": {"dtype": "F32", "shape": [1000000, 1000000], )"
-                                   R"("data_offsets": [0, 4000000000000]}})",
-                                   "abcd"));
-  expect_error([&] { gmlp::st::File::open(past); },
-               {"failed to load '" + past + "'",
-                "data_offsets [0, 4000000000000] past the end of the 4-byte data buffer"});
-  const std::string small = write_tmp(
-      "small.safetensors",
-      st_bytes(R"({"w": {"dtype": "F32", "shape": [1000000, 1000000], "data_offsets": [0, 4]}})",
-               "abcd"));
-  expect_error([&] { gmlp::st::File::open(small); },
-               {"failed to load '" + small + "'",
-                "spanning 4 bytes, expected 4000000000000 for F32 shape [1000000, 1000000]"});
+  const std::string past =
+      write_tmp("past.safetensors", st_bytes(R"({"w": {"dtype": "F32", "shape": [1000000, 1000000], )"
+                                             R"("data_offsets": [0, 4000000000000]}})",
+                                             "abcd"));
+  expect_error(
+      [&] { gmlp::st::File::open(past); },
+      {"failed to load '" + past + "'", "data_offsets [0, 4000000000000] past the end of the 4-byte data buffer"});
+  const std::string small =
+      write_tmp("small.safetensors",
+                st_bytes(R"({"w": {"dtype": "F32", "shape": [1000000, 1000000], "data_offsets": [0, 4]}})", "abcd"));
+  expect_error(
+      [&] { gmlp::st::File::open(small); },
+      {"failed to load '" + small + "'", "spanning 4 bytes, expected 4000000000000 for F32 shape [1000000, 1000000]"});
 }
 
 TEST(Safetensors, RejectsMalformedHeaders) {
@@ -275,12 +263,9 @@ TEST(Safetensors, RejectsMalformedHeaders) {
       {"[1, 2]", "", "the header is a JSON array, expected an object"},
       {R"("text")", "", "the header is a JSON string, expected an object"},
       {R"({"t": 5})", "", "entry 't' is a JSON number, expected an object"},
-      {R"({"t": {"shape": [2], "data_offsets": [0, 8]}})", "12345678",
-       "tensor 't' has no \"dtype\" field"},
-      {R"({"t": {"dtype": "F32", "data_offsets": [0, 8]}})", "12345678",
-       "tensor 't' has no \"shape\" field"},
-      {R"({"t": {"dtype": "F32", "shape": [2]}})", "12345678",
-       "tensor 't' has no \"data_offsets\" field"},
+      {R"({"t": {"shape": [2], "data_offsets": [0, 8]}})", "12345678", "tensor 't' has no \"dtype\" field"},
+      {R"({"t": {"dtype": "F32", "data_offsets": [0, 8]}})", "12345678", "tensor 't' has no \"shape\" field"},
+      {R"({"t": {"dtype": "F32", "shape": [2]}})", "12345678", "tensor 't' has no \"data_offsets\" field"},
       {R"({"t": {"dtype": 5, "shape": [2], "data_offsets": [0, 8]}})", "12345678",
        "\"dtype\" of JSON type number, expected a string"},
       {R"({"t": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}})", "12",
@@ -293,48 +278,41 @@ TEST(Safetensors, RejectsMalformedHeaders) {
        "shape [<array>], expected an array of non-negative integers"},
       {R"({"t": {"dtype": "F32", "shape": [2, -3], "data_offsets": [0, 8]}})", "12345678",
        "tensor 't' has a negative dimension in shape [2, -3]"},
-      {R"({"t": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 8]}})",
-       "12345678", "overflows 64 bits"},
-      {R"({"t": {"dtype": "F64", "shape": [2305843009213693952, 2], "data_offsets": [0, 8]}})",
-       "12345678", "overflows 64 bits"},
-      {R"({"t": {"dtype": "U8", "shape": [18446744073709551615], "data_offsets": [0, 8]}})",
-       "12345678", "overflows 64 bits"},
+      {R"({"t": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 8]}})", "12345678",
+       "overflows 64 bits"},
+      {R"({"t": {"dtype": "F64", "shape": [2305843009213693952, 2], "data_offsets": [0, 8]}})", "12345678",
+       "overflows 64 bits"},
+      {R"({"t": {"dtype": "U8", "shape": [18446744073709551615], "data_offsets": [0, 8]}})", "12345678",
+       "overflows 64 bits"},
       {R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0]}})", "12345678",
        "\"data_offsets\" [0], expected [begin, end] with 0 <= begin <= end"},
       {R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", "12345678",
        "\"data_offsets\" [8, 0], expected [begin, end]"},
-      {R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": [-1, 7]}})", "12345678",
-       "expected [begin, end]"},
+      {R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": [-1, 7]}})", "12345678", "expected [begin, end]"},
       {R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": {"a": 1}}})", "12345678",
        "\"data_offsets\" <object>, expected [begin, end]"},
-      {"{\"t\": {" + ok + "}}", "1234",
-       "data_offsets [0, 8] past the end of the 4-byte data buffer"},
+      {"{\"t\": {" + ok + "}}", "1234", "data_offsets [0, 8] past the end of the 4-byte data buffer"},
       {R"({"t": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", "12345678",
        "spanning 8 bytes, expected 12 for F32 shape [3]"},
       {R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, )"
        R"("b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
        "123456789012", "tensors 'a' [0, 8] and 'b' [4, 12] overlap"},
-      {"{\"__metadata__\": [1], \"t\": {" + ok + "}}", "12345678",
-       "\"__metadata__\" is a JSON array"},
+      {"{\"__metadata__\": [1], \"t\": {" + ok + "}}", "12345678", "\"__metadata__\" is a JSON array"},
       {"{\"__metadata__\": {\"k\": 1}, \"t\": {" + ok + "}}", "12345678",
        "\"__metadata__\" value for 'k' is a JSON number, expected a string"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(cases[i].header);
-    const std::string path =
-        write_tmp(cat("case", i, ".safetensors"), st_bytes(cases[i].header, cases[i].data));
-    expect_error([&] { gmlp::st::File::open(path); },
-                 {"failed to load '" + path + "': ", cases[i].phrase});
+    const std::string path = write_tmp(cat("case", i, ".safetensors"), st_bytes(cases[i].header, cases[i].data));
+    expect_error([&] { gmlp::st::File::open(path); }, {"failed to load '" + path + "': ", cases[i].phrase});
   }
 }
 
 TEST(Safetensors, RejectsDeeplyNestedShapeWithoutCrashing) {
   const std::string shape = std::string(100000, '[') + std::string(100000, ']');
   const std::string path = write_tmp(
-      "deep.safetensors",
-      st_bytes(R"({"t": {"dtype": "F32", "data_offsets": [0, 0], "shape": )" + shape + "}}", ""));
-  expect_error([&] { gmlp::st::File::open(path); },
-               {path, "expected an array of non-negative integers"});
+      "deep.safetensors", st_bytes(R"({"t": {"dtype": "F32", "data_offsets": [0, 0], "shape": )" + shape + "}}", ""));
+  expect_error([&] { gmlp::st::File::open(path); }, {path, "expected an array of non-negative integers"});
 }
 
 TEST(Safetensors, AllowsHolesAndSortsByOffset) {
@@ -343,10 +321,9 @@ TEST(Safetensors, AllowsHolesAndSortsByOffset) {
   std::memcpy(&data[0], &b, 4);
   std::memcpy(&data[8], &a, 4);
   const std::string path =
-      write_tmp("holes.safetensors",
-                st_bytes(R"({"a": {"dtype": "F32", "shape": [], "data_offsets": [8, 12]}, )"
-                         R"("b": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
-                         data));
+      write_tmp("holes.safetensors", st_bytes(R"({"a": {"dtype": "F32", "shape": [], "data_offsets": [8, 12]}, )"
+                                              R"("b": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
+                                              data));
   const auto f = gmlp::st::File::open(path);
   ASSERT_EQ(f.tensors().size(), 2u);
   EXPECT_EQ(f.tensors()[0].name, "b");
@@ -408,8 +385,7 @@ TEST(Npy, ShapeTuples) {
   EXPECT_EQ(npy_header(p0).find("'shape': (), }"), 41u);
   EXPECT_NE(npy_header(pe).find("'shape': (0, 3), }"), std::string::npos);
   EXPECT_EQ(read_all(p0).size(), 128u + 4u);  // the 10-byte prefix and the dict exceed 64 bytes
-  expect_error([&] { gmlp::save_npy_f32(pe, x, {-1}); },
-               {"failed to save '" + pe + "'", "negative dimension"});
+  expect_error([&] { gmlp::save_npy_f32(pe, x, {-1}); }, {"failed to save '" + pe + "'", "negative dimension"});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -491,13 +467,11 @@ TEST(Image, ResizesToTheRequestedSize) {
 
 TEST(Image, RejectsMissingFileAndNonImage) {
   const std::string missing = tmp_path("missing.png");
-  expect_error([&] { gmlp::img::load_image(missing, 3, 4, 4); },
-               {"'" + missing + "'", "No such file or directory"});
+  expect_error([&] { gmlp::img::load_image(missing, 3, 4, 4); }, {"'" + missing + "'", "No such file or directory"});
   const std::string text = write_tmp("text.png", "this is not an image");
-  expect_error(
-      [&] { gmlp::img::load_image(text, 3, 4, 4); },
-      {"failed to load image '" + text + "': unknown image format: expected PNG, JPEG or binary "
-       "PGM/PPM (P5/P6), found bytes 74 68 69 73 ..."});
+  expect_error([&] { gmlp::img::load_image(text, 3, 4, 4); }, {"failed to load image '" + text +
+                                                               "': unknown image format: expected PNG, JPEG or binary "
+                                                               "PGM/PPM (P5/P6), found bytes 74 68 69 73 ..."});
   const std::string trunc = tmp_path("trunc.png");
   const auto px = random_pixels(64 * 64, 3);
   gmlp::img::write_png(trunc, 64, 64, 1, px.data());
@@ -510,11 +484,9 @@ TEST(Image, RejectsBadArguments) {
   const uint8_t px[4] = {};
   const std::string path = tmp_path("a.png");
   gmlp::img::write_png(path, 2, 2, 1, px);
-  expect_error([&] { gmlp::img::load_image(path, 2, 2, 2); },
-               {path, "channels must be 1 or 3 (got 2)"});
+  expect_error([&] { gmlp::img::load_image(path, 2, 2, 2); }, {path, "channels must be 1 or 3 (got 2)"});
   expect_error([&] { gmlp::img::load_image(path, 1, 0, 2); }, {path, "requested size 0x2"});
-  expect_error([&] { gmlp::img::write_png(path, 2, 2, 5, px); },
-               {"failed to write image '" + path + "'"});
+  expect_error([&] { gmlp::img::write_png(path, 2, 2, 5, px); }, {"failed to write image '" + path + "'"});
 }
 
 // Images made by libpng's and libjpeg's encoders, decoded by gmlp and by stb_image (the decoder
@@ -535,8 +507,7 @@ std::string png_bytes(int w, int h, int depth, int color, bool interlace, const 
                PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   std::vector<png_color> pal(palette_size);
   std::vector<png_byte> alpha(trns, 128);
-  for (int i = 0; i < palette_size; ++i)
-    pal[i] = {png_byte(i * 37), png_byte(255 - i * 11), png_byte(i * i)};
+  for (int i = 0; i < palette_size; ++i) pal[i] = {png_byte(i * 37), png_byte(255 - i * 11), png_byte(i * i)};
   if (palette_size) png_set_PLTE(png, info, pal.data(), palette_size);
   if (trns) png_set_tRNS(png, info, alpha.data(), trns, nullptr);
   png_write_info(png, info);
@@ -580,8 +551,7 @@ std::string jpeg_bytes(int w, int h, int components, const std::vector<uint8_t>&
 // stb_image's reading of a well-formed file, as gmlp's Pixels (gray or RGB, alpha dropped).
 gmlp::img::Pixels stb_reference(const std::string& bytes) {
   int w = 0, h = 0, n = 0;
-  stbi_uc* px = stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()), int(bytes.size()),
-                                      &w, &h, &n, 0);
+  stbi_uc* px = stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()), int(bytes.size()), &w, &h, &n, 0);
   EXPECT_NE(px, nullptr) << stbi_failure_reason();
   gmlp::img::Pixels out{w, h, n >= 3 ? 3 : 1, {}};
   for (int i = 0; px && i < w * h; ++i)
@@ -657,9 +627,9 @@ TEST(Image, JpegDecodesAsStbImageWithinIdctDifferences) {
     bool progressive;
     J_COLOR_SPACE stored;
   };
-  const Case cases[] = {{"gray", 1, false, JCS_UNKNOWN},   {"YCbCr", 3, false, JCS_UNKNOWN},
+  const Case cases[] = {{"gray", 1, false, JCS_UNKNOWN},       {"YCbCr", 3, false, JCS_UNKNOWN},
                         {"progressive", 3, true, JCS_UNKNOWN}, {"RGB stored", 3, false, JCS_RGB},
-                        {"CMYK", 4, false, JCS_CMYK},       {"YCCK", 4, false, JCS_YCCK}};
+                        {"CMYK", 4, false, JCS_CMYK},          {"YCCK", 4, false, JCS_YCCK}};
   for (const Case& k : cases) {
     SCOPED_TRACE(k.what);
     const std::string bytes = jpeg_bytes(w, h, k.components, picture(k.components), k.progressive, k.stored);
@@ -680,8 +650,9 @@ TEST(Image, JpegWithTooManyHuffmanCodesIsRejected) {
   for (int i = 0; i < counts; ++i) jpeg += char(i);
   jpeg += "\xff\xd9";
   const std::string path = write_tmp("huffman.jpg", jpeg);
-  expect_error([&] { gmlp::img::load_image(path, 3, 8, 8); },
-               {"failed to load image '" + path + "': cannot decode it as JPEG (libjpeg: Bogus Huffman table definition)"});
+  expect_error(
+      [&] { gmlp::img::load_image(path, 3, 8, 8); },
+      {"failed to load image '" + path + "': cannot decode it as JPEG (libjpeg: Bogus Huffman table definition)"});
 }
 
 TEST(Image, PngChunkLengthsAreCheckedBeforeLibpngAllocates) {
@@ -755,8 +726,7 @@ TEST(Image, ReadsBinaryPgmAndPpm) {
 // ---------------------------------------------------------------------------------------------
 // IDX / Fashion-MNIST
 
-std::string idx_images(uint32_t count, uint32_t h, uint32_t w, const std::string& pixels,
-                       uint32_t magic = 0x803) {
+std::string idx_images(uint32_t count, uint32_t h, uint32_t w, const std::string& pixels, uint32_t magic = 0x803) {
   std::string s;
   put_u32_be(s, magic);
   for (uint32_t d : {count, h, w}) put_u32_be(s, d);
@@ -771,8 +741,7 @@ std::string idx_labels(const std::string& labels) {
 }
 
 TEST(Idx, LoadsFashionMnist) {
-  if (!fs::exists(gmlp::data::kFashionMnistDir))
-    GTEST_SKIP() << "no Fashion-MNIST at " << gmlp::data::kFashionMnistDir;
+  if (!fs::exists(gmlp::data::kFashionMnistDir)) GTEST_SKIP() << "no Fashion-MNIST at " << gmlp::data::kFashionMnistDir;
   const auto train = gmlp::data::load_fashion_mnist(gmlp::data::kFashionMnistDir, "train");
   EXPECT_EQ(train.count, 60000);
   EXPECT_EQ(train.channels, 1);
@@ -800,8 +769,7 @@ TEST(Idx, ReadsRawAndGzipAlike) {
       "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\xf0\xf1\xf2\xf3\xf4\xfe\xfd\xff\x10\x20\x30"
       "\x40",
       24);
-  const std::string images = idx_images(3, 2, 4, pixels),
-                    labels = idx_labels(std::string("\x02\x00\x07", 3));
+  const std::string images = idx_images(3, 2, 4, pixels), labels = idx_labels(std::string("\x02\x00\x07", 3));
   const auto raw = gmlp::data::load_idx(write_tmp("img", images), write_tmp("lbl", labels));
   const auto gz = gmlp::data::load_idx(write_gz("img.gz", images), write_gz("lbl.gz", labels));
   for (const auto* s : {&raw, &gz}) {
@@ -826,8 +794,7 @@ TEST(Idx, FashionMnistFallsBackToRawFiles) {
   EXPECT_EQ(s.labels, (std::vector<uint8_t>{9, 1}));
   EXPECT_EQ(s.class_names.size(), 10u);
   expect_error([&] { gmlp::data::load_fashion_mnist(dir, "train"); },
-               {"neither '" + dir + "/train-labels-idx1-ubyte.gz' nor '" + dir +
-                "/train-labels-idx1-ubyte' exists"});
+               {"neither '" + dir + "/train-labels-idx1-ubyte.gz' nor '" + dir + "/train-labels-idx1-ubyte' exists"});
   expect_error([&] { gmlp::data::load_fashion_mnist(dir, "val"); },
                {"unknown split 'val' (expected 'train' or 'test')"});
 }
@@ -837,9 +804,9 @@ TEST(Idx, RejectsLabelOutOfRange) {
   fs::create_directories(dir);
   gmlp::write_file_atomic(dir + "/train-images-idx3-ubyte", idx_images(2, 1, 1, "\x05\x06"));
   gmlp::write_file_atomic(dir + "/train-labels-idx1-ubyte", idx_labels("\x01\x0a"));
-  expect_error([&] { gmlp::data::load_fashion_mnist(dir, "train"); },
-               {"failed to load '" + dir +
-                "/train-labels-idx1-ubyte': label 10 at index 1 is out of range for the 10"});
+  expect_error(
+      [&] { gmlp::data::load_fashion_mnist(dir, "train"); },
+      {"failed to load '" + dir + "/train-labels-idx1-ubyte': label 10 at index 1 is out of range for the 10"});
 }
 
 TEST(Idx, RejectsMissingFile) {
@@ -852,15 +819,13 @@ TEST(Idx, RejectsMissingFile) {
 TEST(Idx, RejectsWrongMagic) {
   const std::string labels = write_tmp("lbl", idx_labels("\x01"));
   // A label file passed as images.
-  expect_error(
-      [&] { gmlp::data::load_idx(labels, labels); },
-      {"failed to load '" + labels +
-       "': expected IDX magic 0x00000803 (unsigned byte images, 3 dimensions), found 0x00000801"});
+  expect_error([&] { gmlp::data::load_idx(labels, labels); },
+               {"failed to load '" + labels +
+                "': expected IDX magic 0x00000803 (unsigned byte images, 3 dimensions), found 0x00000801"});
   const std::string images = write_tmp("img", idx_images(1, 1, 1, "\x01"));
-  expect_error(
-      [&] { gmlp::data::load_idx(images, images); },
-      {"failed to load '" + images +
-       "': expected IDX magic 0x00000801 (unsigned byte labels, 1 dimension), found 0x00000803"});
+  expect_error([&] { gmlp::data::load_idx(images, images); },
+               {"failed to load '" + images +
+                "': expected IDX magic 0x00000801 (unsigned byte labels, 1 dimension), found 0x00000803"});
   const std::string floats = write_tmp("f", idx_images(1, 1, 1, "\x01\x02\x03\x04", 0x00000d03));
   expect_error([&] { gmlp::data::load_idx(floats, labels); }, {"found 0x00000d03"});
 }
@@ -868,13 +833,12 @@ TEST(Idx, RejectsWrongMagic) {
 TEST(Idx, RejectsTruncatedFiles) {
   const std::string labels = write_tmp("lbl", idx_labels("\x01\x02"));
   const std::string header = write_tmp("hdr", idx_images(2, 2, 2, "").substr(0, 10));
-  expect_error(
-      [&] { gmlp::data::load_idx(header, labels); },
-      {"failed to load '" + header + "': the file ends inside the IDX header (10 of 16 bytes)"});
+  expect_error([&] { gmlp::data::load_idx(header, labels); },
+               {"failed to load '" + header + "': the file ends inside the IDX header (10 of 16 bytes)"});
   const std::string raw = write_tmp("raw", idx_images(2, 2, 2, "1234567"));
-  expect_error([&] { gmlp::data::load_idx(raw, labels); },
-               {"failed to load '" + raw +
-                "': the data ends after 7 of the 8 bytes its header declares (2 images of 2x2)"});
+  expect_error(
+      [&] { gmlp::data::load_idx(raw, labels); },
+      {"failed to load '" + raw + "': the data ends after 7 of the 8 bytes its header declares (2 images of 2x2)"});
   const std::string short_labels = write_tmp("lbl_short", idx_labels("\x01\x02").substr(0, 9));
   const std::string ok = write_tmp("ok", idx_images(2, 2, 2, "12345678"));
   expect_error([&] { gmlp::data::load_idx(ok, short_labels); },
@@ -888,9 +852,8 @@ TEST(Idx, RejectsTruncatedFiles) {
   const std::string gz = write_gz("cut.gz", idx_images(100, 28, 28, pixels));
   const std::string bytes = read_all(gz);
   gmlp::write_file_atomic(gz, bytes.substr(0, bytes.size() / 2));
-  expect_error([&] { gmlp::data::load_idx(gz, labels); },
-               {"failed to load '" + gz + "': the data ends after", "of the 78400 bytes",
-                "; zlib: unexpected end of file"});
+  expect_error([&] { gmlp::data::load_idx(gz, labels); }, {"failed to load '" + gz + "': the data ends after",
+                                                           "of the 78400 bytes", "; zlib: unexpected end of file"});
 }
 
 TEST(Idx, RejectsCorruptGzip) {
@@ -902,29 +865,26 @@ TEST(Idx, RejectsCorruptGzip) {
   std::string bytes = read_all(gz);
   for (size_t i = 20; i < 40; ++i) bytes[i] = char(~bytes[i]);  // inside the deflate stream
   gmlp::write_file_atomic(gz, bytes);
-  expect_error([&] { gmlp::data::load_idx(gz, labels); },
-               {"failed to load '" + gz + "': corrupt gzip data (zlib: "});
+  expect_error([&] { gmlp::data::load_idx(gz, labels); }, {"failed to load '" + gz + "': corrupt gzip data (zlib: "});
   // A flipped byte of the CRC trailer is only seen once the stream is read to its end.
   std::string crc = read_all(write_gz("crc.gz", idx_images(2, 28, 28, pixels)));
   crc[crc.size() - 6] = char(~crc[crc.size() - 6]);
   const std::string crc_path = write_tmp("crc.gz", crc);
-  expect_error(
-      [&] { gmlp::data::load_idx(crc_path, labels); },
-      {"failed to load '" + crc_path + "': corrupt gzip data (zlib: incorrect data check)"});
+  expect_error([&] { gmlp::data::load_idx(crc_path, labels); },
+               {"failed to load '" + crc_path + "': corrupt gzip data (zlib: incorrect data check)"});
 }
 
 TEST(Idx, RejectsAbsurdDimsBeforeAllocating) {
   const std::string labels = write_tmp("lbl", idx_labels("\x01"));
   const std::string many = write_tmp("many", idx_images(0xffffffffu, 28, 28, "abc"));
-  expect_error([&] { gmlp::data::load_idx(many, labels); },
-               {"failed to load '" + many +
-                "': the header declares 4294967295 images, more than the limit of 10000000"});
+  expect_error(
+      [&] { gmlp::data::load_idx(many, labels); },
+      {"failed to load '" + many + "': the header declares 4294967295 images, more than the limit of 10000000"});
   const std::string wide = write_tmp("wide", idx_images(1, 28, 5000, "abc"));
   expect_error([&] { gmlp::data::load_idx(wide, labels); },
                {"failed to load '" + wide + "'", "28x5000 images, expected each side in 1..4096"});
   const std::string empty = write_tmp("zero", idx_images(1, 0, 28, ""));
-  expect_error([&] { gmlp::data::load_idx(empty, labels); },
-               {"0x28 images, expected each side in 1..4096"});
+  expect_error([&] { gmlp::data::load_idx(empty, labels); }, {"0x28 images, expected each side in 1..4096"});
   // Within the count and side caps but claiming 10^7 * 4096^2 bytes: refused by the size cap.
   const std::string big = write_tmp("big", idx_images(10'000'000, 4096, 4096, "abc"));
   expect_error([&] { gmlp::data::load_idx(big, labels); },
@@ -942,13 +902,13 @@ TEST(Idx, BoundsTheWorkOfGzipInput) {
   // bytes): both are refused from the header, before anything is inflated.
   const std::string labels = write_tmp("lbl", idx_labels("\x01"));
   const std::string huge = write_gz("huge.gz", idx_images(64, 4096, 4096, std::string(4096, '\0')));
-  expect_error([&] { gmlp::data::load_idx(huge, labels); },
-               {"failed to load '" + huge + "': the header declares 1073741824 bytes of data (64 "
-                "images of 4096x4096), more than the limit of 805306368"});
+  expect_error([&] { gmlp::data::load_idx(huge, labels); }, {"failed to load '" + huge +
+                                                             "': the header declares 1073741824 bytes of data (64 "
+                                                             "images of 4096x4096), more than the limit of 805306368"});
   const std::string lying = write_gz("lying.gz", idx_images(100, 1024, 1024, std::string(4096, '\0')));
-  expect_error([&] { gmlp::data::load_idx(lying, labels); },
-               {"failed to load '" + lying + "': the header declares 104857600 bytes of data (100 "
-                "images of 1024x1024), more than a gzip file of "});
+  expect_error([&] { gmlp::data::load_idx(lying, labels); }, {"failed to load '" + lying +
+                                                              "': the header declares 104857600 bytes of data (100 "
+                                                              "images of 1024x1024), more than a gzip file of "});
   // A stream that inflates to more than the header says stops one byte past it.
   const std::string more = write_gz("more.gz", idx_images(1, 1, 1, std::string(1 << 20, '\0')));
   expect_error([&] { gmlp::data::load_idx(more, labels); },
@@ -958,13 +918,11 @@ TEST(Idx, BoundsTheWorkOfGzipInput) {
 TEST(Idx, RejectsCountMismatchAndTrailingData) {
   const std::string images = write_tmp("img", idx_images(2, 1, 1, "\x01\x02"));
   const std::string labels = write_tmp("lbl", idx_labels("\x01\x02\x03"));
-  expect_error(
-      [&] { gmlp::data::load_idx(images, labels); },
-      {"failed to load '" + labels + "': it holds 3 labels but '" + images + "' holds 2 images"});
+  expect_error([&] { gmlp::data::load_idx(images, labels); },
+               {"failed to load '" + labels + "': it holds 3 labels but '" + images + "' holds 2 images"});
   const std::string extra = write_tmp("extra", idx_images(2, 1, 1, "\x01\x02\x03"));
   expect_error([&] { gmlp::data::load_idx(extra, labels); },
-               {"failed to load '" + extra +
-                "': the file has more data than the 2 bytes its header declares"});
+               {"failed to load '" + extra + "': the file has more data than the 2 bytes its header declares"});
 }
 
 }  // namespace
@@ -1010,8 +968,7 @@ TEST(ImageFolder, ReadsClassesAndImagesInNameOrder) {
 TEST(ImageFolder, RejectsWhatItCannotRead) {
   const std::string root = tmp_path("folder");
   write_flat_png(root + "/train/a/1.png", 4, {1});
-  expect_error([&] { gmlp::data::load_image_folder(root, "test", 1, 4); },
-               {"'" + root + "/test' is not a directory"});
+  expect_error([&] { gmlp::data::load_image_folder(root, "test", 1, 4); }, {"'" + root + "/test' is not a directory"});
   write_flat_png(root + "/test/b/1.png", 4, {1});
   expect_error([&] { gmlp::data::load_image_folder(root, "test", 1, 4); },
                {"class 'b' is not a class of '" + root + "/train'"});

@@ -54,28 +54,25 @@ TEST_P(Matmul, MatchesDoubleProductOfTheRoundedOperands) {
   // Ragged sizes and padded leading dimensions, so strides are exercised; one shape above the
   // 2^22 multiply-adds below which f32 runs single-threaded.
   // The third (long K, small output) takes the split-K path in A·Bᵀ when two threads run.
-  for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{37, 53, 71}, {263, 257, 300},
-                                {49, 53, 2600}}) {
+  for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{37, 53, 71}, {263, 257, 300}, {49, 53, 2600}}) {
     SCOPED_TRACE(M);
     check_matmul(c, precision, M, N, K);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllLayouts, Matmul,
-    ::testing::Combine(::testing::Values(Case{false, false, false}, Case{false, true, false},
-                                         Case{false, true, true},
-                                         Case{true, false, true}, Case{true, true, true},
-                                         Case{false, false, true}),
-                       ::testing::Values(Precision::f32, Precision::bf16)));
+INSTANTIATE_TEST_SUITE_P(AllLayouts, Matmul,
+                         ::testing::Combine(::testing::Values(Case{false, false, false}, Case{false, true, false},
+                                                              Case{false, true, true}, Case{true, false, true},
+                                                              Case{true, true, true}, Case{false, false, true}),
+                                            ::testing::Values(Precision::f32, Precision::bf16)));
 
 TEST(Matmul, SplitKOnTwoThreadsMatchesTheDoubleProduct) {
   // The split-K path's edges: fewer chunks than threads would allow, a ragged last chunk, and
   // the spatial-gradient shapes (49 and 196 tokens), each with and without accumulation.
   const int saved = num_threads();
   set_threads(2);
-  for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{49, 49, 1024}, {49, 49, 5000},
-                                {196, 196, 3072}, {5, 7, 1537}})
+  for (const auto& [M, N, K] :
+       {std::tuple<int64_t, int64_t, int64_t>{49, 49, 1024}, {49, 49, 5000}, {196, 196, 3072}, {5, 7, 1537}})
     for (const bool accumulate : {false, true}) {
       SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(K) + (accumulate ? " +=" : ""));
       check_matmul(Case{false, true, accumulate}, Precision::f32, M, N, K);

@@ -26,9 +26,9 @@ namespace {
 using test::close;
 
 // Every model kind the tests cover, and the gate ablations: "gmlp:additive" is gMLP with that gate.
-const std::vector<std::string> kKinds = {"gmlp",  "gmlp:multiplicative", "gmlp:additive",
-                                         "gmlp:linear", "amlp", "vit", "mixer", "resmlp",
-                                         "ffonly", "eamlp", "cnn"};
+const std::vector<std::string> kKinds = {
+    "gmlp", "gmlp:multiplicative", "gmlp:additive", "gmlp:linear", "amlp", "vit", "mixer", "resmlp", "ffonly", "eamlp",
+    "cnn"};
 
 ModelConfig with_kind(ModelConfig c, const std::string& kind) {
   const size_t colon = kind.find(':');
@@ -46,8 +46,8 @@ std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
 
 ModelConfig tiny_config(const std::string& kind = "gmlp") {
   ModelConfig c;
-  c.img_size = 8, c.in_chans = 2, c.patch_size = 2, c.depth = 2, c.dim = 6, c.ffn = 10,
-  c.num_classes = 5, c.heads = 2, c.token_ffn = 5, c.memory = 4, c.attn_dim = 3;
+  c.img_size = 8, c.in_chans = 2, c.patch_size = 2, c.depth = 2, c.dim = 6, c.ffn = 10, c.num_classes = 5, c.heads = 2,
+  c.token_ffn = 5, c.memory = 4, c.attn_dim = 3;
   c = with_kind(c, kind);
   if (c.model == "cnn") c.dim = 3, c.depth = 1;  // widths 3/6/12: few parameters to perturb
   return c;
@@ -60,24 +60,22 @@ template <class T>
 void randomize(Model<T>& m, Rng& rng) {
   for (const ParamInfo& p : m.params()) {
     const int64_t fan_in = p.shape.size() >= 2 ? p.numel / p.shape[0] : 1;
-    const bool is_bn_weight = p.shape.size() == 1 && p.name.find("bn") != std::string::npos &&
-                              p.name.ends_with(".weight");
+    const bool is_bn_weight =
+        p.shape.size() == 1 && p.name.find("bn") != std::string::npos && p.name.ends_with(".weight");
     const bool is_norm_weight =
         p.shape.size() == 1 && (p.name.find("norm.weight") != std::string::npos || is_bn_weight);
     const bool is_running_var = !p.trainable && p.name.ends_with(".running_var");
     for (int64_t i = 0; i < p.numel; ++i) {
       const double x = rng.normal();
-      m.weights()[p.offset + i] =
-          T(p.shape.size() >= 2 ? x / std::sqrt(double(fan_in))
-                                : (is_norm_weight || is_running_var ? 1 + 0.2 * x : 0.2 * x));
+      m.weights()[p.offset + i] = T(p.shape.size() >= 2 ? x / std::sqrt(double(fan_in))
+                                                        : (is_norm_weight || is_running_var ? 1 + 0.2 * x : 0.2 * x));
     }
   }
 }
 
 // In training mode (BatchNorm on batch statistics; drop path is 0 in these configs).
 template <class T>
-T model_loss(Model<T>& m, const std::vector<T>& images, const std::vector<int32_t>& labels,
-             std::vector<T>& probs) {
+T model_loss(Model<T>& m, const std::vector<T>& images, const std::vector<int32_t>& labels, std::vector<T>& probs) {
   const int64_t B = int64_t(labels.size());
   Rng rng(0);
   const T* logits = m.forward(images.data(), B, &rng);
@@ -105,8 +103,8 @@ TEST_P(EveryKind, EveryGradientMatchesFiniteDifferences) {
   m.zero_grad();
   m.backward(dlogits.data());
   const std::vector<double> analytic(m.grads(), m.grads() + m.num_params());
-  const std::vector<double> numeric = test::numeric_gradient(
-      m.weights(), m.num_params(), [&] { return model_loss(m, images, labels, probs); });
+  const std::vector<double> numeric =
+      test::numeric_gradient(m.weights(), m.num_params(), [&] { return model_loss(m, images, labels, probs); });
   for (const ParamInfo& p : m.params())
     EXPECT_TRUE(close(p.name, analytic.data() + p.offset, numeric.data() + p.offset, p.numel, tol::kFdRel));
 }
@@ -144,8 +142,8 @@ TEST_P(ReferenceParity, LogitsLossGradientsAndAdamWSteps) {
   m.zero_grad();
   m.backward(dlogits.data());
   for (const ParamInfo& p : m.params())
-    EXPECT_TRUE(close("grad." + p.name, m.grads() + p.offset, io.read_f32("grad." + p.name).data(),
-                      p.numel, tol::kTimmGrad));
+    EXPECT_TRUE(
+        close("grad." + p.name, m.grads() + p.offset, io.read_f32("grad." + p.name).data(), p.numel, tol::kTimmGrad));
 
   // Elements with an identically zero gradient (zero_grad.<name>, see make_fixtures.py): their
   // steps are rounding noise normalised by Adam, so only their gradient (above) is compared.
@@ -196,9 +194,8 @@ TEST_P(ReferenceParity, LogitsLossGradientsAndAdamWSteps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceParity,
-                         ::testing::Values("tiny_gray", "tiny_rgb", "amlp", "gate_multiplicative",
-                                           "gate_additive", "gate_linear", "vit", "mixer",
-                                           "resmlp", "ffonly", "eamlp", "cnn"));
+                         ::testing::Values("tiny_gray", "tiny_rgb", "amlp", "gate_multiplicative", "gate_additive",
+                                           "gate_linear", "vit", "mixer", "resmlp", "ffonly", "eamlp", "cnn"));
 
 struct FloatRun {
   std::vector<float> logits, grads;
@@ -301,8 +298,7 @@ TEST_P(Invariance, InferenceInChunksGivesTheBatchLogits) {
   EXPECT_EQ(m.infer_chunk(), B);  // a small model's whole batch fits the default budget
   for (const int64_t chunk : {1, 3}) {
     const float* chunked = m.infer(images.data(), B, chunk * per_image);
-    EXPECT_TRUE(close("chunks of " + std::to_string(chunk), chunked, whole.data(), B * K,
-                      tol::kInvariance));
+    EXPECT_TRUE(close("chunks of " + std::to_string(chunk), chunked, whole.data(), B * K, tol::kInvariance));
   }
 }
 

@@ -34,9 +34,9 @@ TEST(OnnxWriter, EncodesFieldsAsProtobufDoes) {
   const std::string axis = bytes({0x0a, 4}) + "axis" + bytes({0xa0, 0x01, 2}) +
                            bytes({0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01});
   const std::string epsilon = bytes({0x0a, 7}) + "epsilon" + bytes({0xa0, 0x01, 1}) + bytes({0x15, 0, 0, 0x80, 0x3f});
-  const std::string node = bytes({0x0a, 1}) + "a" + bytes({0x12, 1}) + "b" + bytes({0x1a, 1}) + "s" +
-                           bytes({0x22, 7}) + "Softmax" + bytes({0x2a, int(axis.size())}) + axis +
-                           bytes({0x2a, int(epsilon.size())}) + epsilon;
+  const std::string node = bytes({0x0a, 1}) + "a" + bytes({0x12, 1}) + "b" + bytes({0x1a, 1}) + "s" + bytes({0x22, 7}) +
+                           "Softmax" + bytes({0x2a, int(axis.size())}) + axis + bytes({0x2a, int(epsilon.size())}) +
+                           epsilon;
   const std::string graph = bytes({0x0a, int(node.size())}) + node + bytes({0x12, 1}) + "x";
   const std::string expected = bytes({0x08, 8, 0x12, 1}) + "g" + bytes({0x1a, 1}) + "1" +
                                bytes({0x3a, int(graph.size())}) + graph + bytes({0x42, 2, 0x10, 17});
@@ -58,14 +58,14 @@ TEST(OnnxWriter, LengthsOver127TakeTwoBytes) {
 ModelConfig tiny(const std::string& kind, const std::string& gate) {
   ModelConfig c;
   c.model = kind, c.gate = gate;
-  c.img_size = 8, c.in_chans = 2, c.patch_size = 2, c.depth = 2, c.dim = 8, c.ffn = 12,
-  c.num_classes = 3, c.heads = 2, c.token_ffn = 5, c.memory = 4, c.attn_dim = 4;
+  c.img_size = 8, c.in_chans = 2, c.patch_size = 2, c.depth = 2, c.dim = 8, c.ffn = 12, c.num_classes = 3, c.heads = 2,
+  c.token_ffn = 5, c.memory = 4, c.attn_dim = 4;
   if (kind == "cnn") c.dim = 2, c.depth = 1;
   return c;
 }
 
-void expect_initializers_are_params(const onnx::Model& m, const std::vector<ParamInfo>& params,
-                                    const float* w, const std::set<std::string>& unused) {
+void expect_initializers_are_params(const onnx::Model& m, const std::vector<ParamInfo>& params, const float* w,
+                                    const std::set<std::string>& unused) {
   std::set<std::string> seen;
   for (const onnx::Tensor& t : m.graph.initializers) {
     seen.insert(t.name);
@@ -111,8 +111,9 @@ TEST(OnnxExport, EveryTextKindUsesEveryParameterOfItsHead) {
       Rng rng(5);
       model.init(rng);
       const onnx::Model m = to_onnx(model, head, kMaxOpset);
-      const std::set<std::string> unused =
-          head == TextHead::mlm ? std::set<std::string>{"cls_head.weight", "cls_head.bias"} : std::set<std::string>{"mlm_bias"};
+      const std::set<std::string> unused = head == TextHead::mlm
+                                               ? std::set<std::string>{"cls_head.weight", "cls_head.bias"}
+                                               : std::set<std::string>{"mlm_bias"};
       expect_initializers_are_params(m, model.params(), model.weights(), unused);
       EXPECT_EQ(m.graph.inputs[0].type, onnx::DataType::int64);
       EXPECT_EQ(m.graph.outputs[0].shape.size(), head == TextHead::mlm ? 3u : 2u);

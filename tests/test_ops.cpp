@@ -54,15 +54,14 @@ TEST(LayerNorm, StridedGradientsMatchFiniteDifferences) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t c = C; c < ldy; ++c) r[i * ldy + c] = 0;  // padding is not an output
   auto loss = [&] {
-    layernorm_forward(y.data(), ldy, mean.data(), rstd.data(), x.data(), ldx, gamma.data(),
-                      beta.data(), M, C, 1e-5);
+    layernorm_forward(y.data(), ldy, mean.data(), rstd.data(), x.data(), ldx, gamma.data(), beta.data(), M, C, 1e-5);
     return dot(r, y);
   };
   loss();
   Vec dx0(M * ldx, 0.5), dg0 = randn<double>(C, rng), db0 = randn<double>(C, rng);
   Vec dx = dx0, dg = dg0, db = db0;
-  layernorm_backward(dx.data(), ldx, dg.data(), db.data(), r.data(), ldy, x.data(), ldx,
-                     mean.data(), rstd.data(), gamma.data(), M, C);
+  layernorm_backward(dx.data(), ldx, dg.data(), db.data(), r.data(), ldy, x.data(), ldx, mean.data(), rstd.data(),
+                     gamma.data(), M, C);
   expect_fd("dx", x, dx, dx0, loss);
   expect_fd("dgamma", gamma, dg, dg0, loss);
   expect_fd("dbeta", beta, db, db0, loss);
@@ -98,8 +97,8 @@ TEST(Sgu, GradientsMatchFiniteDifferences) {
         Vec r = randn<double>(M * H, rng), out(M * H), vn(M * H), mean(M), rstd(M), g(M * H);
         const double* res_in = with_res ? res.data() : nullptr;
         auto loss = [&] {
-          sgu_forward(out.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(),
-                      beta.data(), W.data(), b.data(), s, 1e-5, res_in);
+          sgu_forward(out.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(),
+                      W.data(), b.data(), s, 1e-5, res_in);
           return dot(r, out);
         };
         loss();
@@ -107,9 +106,8 @@ TEST(Sgu, GradientsMatchFiniteDifferences) {
         Vec dz0(M * s.F, 0.0), dgm0(H, 0.1), dbt0(H, -0.2), dW0(N * N, 0.3), db0(N, 0.4), dres0(M * H, 0.0);
         Vec dz(M * s.F, std::nan("")), dgm = dgm0, dbt = dbt0, dW = dW0, db = db0;
         Vec dres(M * H, std::nan(""));
-        sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), r.data(), z.data(),
-                     vn.data(), mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s,
-                     with_res ? dres.data() : nullptr);
+        sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), r.data(), z.data(), vn.data(),
+                     mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, with_res ? dres.data() : nullptr);
         expect_fd("dz", z, dz, dz0, loss);
         expect_fd("dgamma", gamma, dgm, dgm0, loss);
         expect_fd("dbeta", beta, dbt, dbt0, loss);
@@ -135,8 +133,10 @@ TEST(LayerNorm, OverwriteIgnoresWhatWasThere) {
   Vec dy = randn<double>(M * C, rng), y(M * C), mean(M), rstd(M), dg(C), db(C);
   layernorm_forward(y.data(), C, mean.data(), rstd.data(), x.data(), C, gamma.data(), beta.data(), M, C, 1e-5);
   Vec acc(M * C, 0.0), over(M * C, std::nan(""));
-  layernorm_backward(acc.data(), C, dg.data(), db.data(), dy.data(), C, x.data(), C, mean.data(), rstd.data(), gamma.data(), M, C);
-  layernorm_backward(over.data(), C, dg.data(), db.data(), dy.data(), C, x.data(), C, mean.data(), rstd.data(), gamma.data(), M, C, true);
+  layernorm_backward(acc.data(), C, dg.data(), db.data(), dy.data(), C, x.data(), C, mean.data(), rstd.data(),
+                     gamma.data(), M, C);
+  layernorm_backward(over.data(), C, dg.data(), db.data(), dy.data(), C, x.data(), C, mean.data(), rstd.data(),
+                     gamma.data(), M, C, true);
   EXPECT_TRUE(close("dx", over, acc, 1e-15));
 }
 
@@ -159,9 +159,7 @@ TEST(CrossEntropy, GradientMatchesFiniteDifferences) {
   Vec logits = randn<double>(B * K, rng, 3.0), probs(B * K), dl(B * K);
   const std::vector<int32_t> labels = {0, 5, 2, 2};
   for (double smoothing : {0.0, 0.1}) {
-    auto loss = [&] {
-      return cross_entropy_forward(probs.data(), logits.data(), labels.data(), B, K, smoothing);
-    };
+    auto loss = [&] { return cross_entropy_forward(probs.data(), logits.data(), labels.data(), B, K, smoothing); };
     loss();
     cross_entropy_backward(dl.data(), probs.data(), labels.data(), B, K, smoothing);
     expect_fd("dlogits", logits, dl, Vec(B * K, 0.0), loss);
@@ -204,7 +202,7 @@ TEST(Residual, DropPathKeepsExpectedFraction) {
     mean += k;
   }
   EXPECT_NEAR(kept / keep.size(), 0.75, 0.015);  // ~5 sd of a Binomial(20000, 0.75) fraction
-  EXPECT_NEAR(mean / keep.size(), 1.0, 0.02);     // the expectation is preserved
+  EXPECT_NEAR(mean / keep.size(), 1.0, 0.02);    // the expectation is preserved
 }
 
 TEST(PatchEmbed, PatchifyMatchesReference) {
@@ -271,8 +269,10 @@ TEST(FastVsRef, LayerNorm) {
   EXPECT_TRUE(close("rstd", r1, r2, tol::kFastVsRef));
   std::vector<float> dx1(M * ld, 0.f), dg1(C, 0.f), db1(C, 0.f);
   auto dx2 = dx1, dg2 = dg1, db2 = db1;
-  layernorm_backward(dx1.data(), ld, dg1.data(), db1.data(), dy.data(), ld, x.data() + 3, ld, m1.data(), r1.data(), gamma.data(), M, C);
-  layernorm_backward_ref(dx2.data(), ld, dg2.data(), db2.data(), dy.data(), ld, x.data() + 3, ld, m2.data(), r2.data(), gamma.data(), M, C);
+  layernorm_backward(dx1.data(), ld, dg1.data(), db1.data(), dy.data(), ld, x.data() + 3, ld, m1.data(), r1.data(),
+                     gamma.data(), M, C);
+  layernorm_backward_ref(dx2.data(), ld, dg2.data(), db2.data(), dy.data(), ld, x.data() + 3, ld, m2.data(), r2.data(),
+                         gamma.data(), M, C);
   EXPECT_TRUE(close("dx", dx1, dx2, tol::kFastVsRef));
   EXPECT_TRUE(close("dgamma", dg1, dg2, tol::kFastVsRef, 10.0));
   EXPECT_TRUE(close("dbeta", db1, db2, tol::kFastVsRef, 10.0));
@@ -304,18 +304,22 @@ TEST(FastVsRef, Sgu) {
       auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
       auto res = randn<float>(M * H, rng);
       std::vector<float> out1(M * H), out2(M * H), vn(M * H), mean(M), rstd(M), g(M * H);
-      sgu_forward(out1.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f, res.data());
+      sgu_forward(out1.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(),
+                  W.data(), b.data(), s, 1e-5f, res.data());
       sgu_forward_ref(out2.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f, res.data());
       EXPECT_TRUE(close("out", out1, out2, tol::kFastVsRef));
       // Inference saves nothing: the same arithmetic in per-thread tiles, so the same bits.
       std::vector<float> out3(M * H);
-      sgu_forward<float>(out3.data(), nullptr, nullptr, nullptr, nullptr, z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f, res.data());
+      sgu_forward<float>(out3.data(), nullptr, nullptr, nullptr, nullptr, z.data(), gamma.data(), beta.data(), W.data(),
+                         b.data(), s, 1e-5f, res.data());
       EXPECT_EQ(out1, out3);
       std::vector<float> dz1(M * s.F, std::nanf("")), dgm1(H, 0.f), dbt1(H, 0.f), dW1(N * N, 0.f), db1(N, 0.f);
       std::vector<float> dres1(M * H, std::nanf(""));
       auto dz2 = dz1, dgm2 = dgm1, dbt2 = dbt1, dW2 = dW1, db2 = db1, dres2 = dres1;
-      sgu_backward(dz1.data(), dgm1.data(), dbt1.data(), dW1.data(), db1.data(), dout.data(), z.data(), vn.data(), mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, dres1.data());
-      sgu_backward_ref(dz2.data(), dgm2.data(), dbt2.data(), dW2.data(), db2.data(), dout.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f, res.data(), dres2.data());
+      sgu_backward(dz1.data(), dgm1.data(), dbt1.data(), dW1.data(), db1.data(), dout.data(), z.data(), vn.data(),
+                   mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, dres1.data());
+      sgu_backward_ref(dz2.data(), dgm2.data(), dbt2.data(), dW2.data(), db2.data(), dout.data(), z.data(),
+                       gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f, res.data(), dres2.data());
       EXPECT_TRUE(close("dz", dz1, dz2, tol::kFastVsRef));
       EXPECT_TRUE(close("dres", dres1, dres2, tol::kFastVsRef));
       EXPECT_TRUE(close("dgamma", dgm1, dgm2, tol::kFastVsRef, 30.0));  // sums over N·B rows

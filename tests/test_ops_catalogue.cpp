@@ -113,8 +113,8 @@ TEST(FastVsRef, Affine) {
   for (const int threads : {1, 2}) {  // the parameter gradients' sums: the same bits either way
     const test::WithThreads with(threads);
     dx[threads - 1].assign(M * D, 0.5f), da[threads - 1].assign(D, 0.5f), db[threads - 1].assign(D, 0.5f);
-    affine_backward(dx[threads - 1].data(), da[threads - 1].data(), db[threads - 1].data(), dy.data(),
-                    x.data(), alpha.data(), M, D);
+    affine_backward(dx[threads - 1].data(), da[threads - 1].data(), db[threads - 1].data(), dy.data(), x.data(),
+                    alpha.data(), M, D);
   }
   EXPECT_EQ(dx[0], dx[1]);
   EXPECT_EQ(da[0], da[1]);
@@ -169,8 +169,8 @@ TEST(FastVsRef, LayerScale) {
     for (const int threads : {1, 2}) {
       const test::WithThreads with(threads);
       dy[threads - 1].assign(N * B * D, std::nanf("")), dg[threads - 1].assign(D, 0.5f);
-      layer_scale_backward(dy[threads - 1].data(), dg[threads - 1].data(), dout.data(), y.data(), k,
-                           gamma.data(), N, B, D);
+      layer_scale_backward(dy[threads - 1].data(), dg[threads - 1].data(), dout.data(), y.data(), k, gamma.data(), N, B,
+                           D);
     }
     EXPECT_EQ(dy[0], dy[1]);
     EXPECT_EQ(dg[0], dg[1]);
@@ -223,23 +223,22 @@ TEST(ColumnLayerNorm, GradientsMatchFiniteDifferences) {
   for (int64_t i = 0; i < N * cols; ++i) x[i] += double(i % cols) - 2.0;
   Vec r = randn<double>(N * cols, rng), y(N * cols), mean(cols), rstd(cols);
   auto loss = [&] {
-    column_layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(),
-                             N, cols, 1e-6);
+    column_layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), N, cols, 1e-6);
     return dot(r, y);
   };
   loss();
   Vec dx(N * cols, std::nan("")), dg0 = randn<double>(N, rng), db0 = randn<double>(N, rng);
   Vec dg = dg0, db = db0;
-  column_layernorm_backward(dx.data(), dg.data(), db.data(), r.data(), x.data(), mean.data(),
-                            rstd.data(), gamma.data(), N, cols);
+  column_layernorm_backward(dx.data(), dg.data(), db.data(), r.data(), x.data(), mean.data(), rstd.data(), gamma.data(),
+                            N, cols);
   expect_fd("dx", x, dx, loss);
   expect_fd("dgamma", gamma, dg, dg0, loss);
   expect_fd("dbeta", beta, db, db0, loss);
   // The reference twin, from the same saved statistics.
   loss();
   Vec dxr(N * cols, std::nan("")), dgr = dg0, dbr = db0;
-  column_layernorm_backward_ref(dxr.data(), dgr.data(), dbr.data(), r.data(), x.data(), mean.data(),
-                                rstd.data(), gamma.data(), N, cols);
+  column_layernorm_backward_ref(dxr.data(), dgr.data(), dbr.data(), r.data(), x.data(), mean.data(), rstd.data(),
+                                gamma.data(), N, cols);
   expect_fd("dx (ref)", x, dxr, loss);
   expect_fd("dgamma (ref)", gamma, dgr, dg0, loss);
   expect_fd("dbeta (ref)", beta, dbr, db0, loss);
@@ -260,8 +259,10 @@ TEST(FastVsRef, ColumnLayerNorm) {
   EXPECT_TRUE(close("rstd", r1, r2, tol::kFastVsRef));
   std::vector<float> dx1(N * cols, std::nanf("")), dx2(N * cols, std::nanf(""));
   std::vector<float> dg1(N, 0.5f), db1(N, 0.5f), dg2(N, 0.5f), db2(N, 0.5f);
-  column_layernorm_backward(dx1.data(), dg1.data(), db1.data(), dy.data(), x.data(), m1.data(), r1.data(), gamma.data(), N, cols);
-  column_layernorm_backward_ref(dx2.data(), dg2.data(), db2.data(), dy.data(), x.data(), m2.data(), r2.data(), gamma.data(), N, cols);
+  column_layernorm_backward(dx1.data(), dg1.data(), db1.data(), dy.data(), x.data(), m1.data(), r1.data(), gamma.data(),
+                            N, cols);
+  column_layernorm_backward_ref(dx2.data(), dg2.data(), db2.data(), dy.data(), x.data(), m2.data(), r2.data(),
+                                gamma.data(), N, cols);
   EXPECT_TRUE(close("dx", dx1, dx2, tol::kFastVsRef));
   // Sums of 549 O(1) terms, ~√549 in size.
   EXPECT_TRUE(close("dgamma", dg1, dg2, tol::kFastVsRef, std::sqrt(double(cols))));
@@ -385,12 +386,11 @@ TEST(Embedding, GradientsMatchFiniteDifferences) {
     loss();
     // Token-major: row n·B + b holds the token at (b, n).
     const int64_t n = 3, b = 1, id = t.ids[b * N + n];
-    EXPECT_EQ(x[(n * B + b) * D + 2],
-              extras ? table[id * D + 2] + pos[n * D + 2] + seg[1 * D + 2] : table[id * D + 2]);
+    EXPECT_EQ(x[(n * B + b) * D + 2], extras ? table[id * D + 2] + pos[n * D + 2] + seg[1 * D + 2] : table[id * D + 2]);
     Vec dt0 = randn<double>(V * D, rng), dp0 = randn<double>(N * D, rng), ds0 = randn<double>(2 * D, rng);
     Vec dt = dt0, dp = dp0, ds = ds0;
-    embedding_backward(dt.data(), extras ? dp.data() : nullptr, extras ? ds.data() : nullptr, r.data(),
-                       t.ids.data(), extras ? t.segs.data() : nullptr, N, B, D);
+    embedding_backward(dt.data(), extras ? dp.data() : nullptr, extras ? ds.data() : nullptr, r.data(), t.ids.data(),
+                       extras ? t.segs.data() : nullptr, N, B, D);
     expect_fd("dtable", table, dt, dt0, loss);
     if (!extras) continue;
     expect_fd("dpos", pos, dp, dp0, loss);
@@ -412,8 +412,8 @@ TEST(FastVsRef, Embedding) {
   for (const int threads : {1, 2}) {  // scatter-adds in row order: the same bits either way
     const test::WithThreads with(threads);
     dt[threads - 1].assign(V * D, 0.5f), dp[threads - 1].assign(N * D, 0.5f), ds[threads - 1].assign(2 * D, 0.5f);
-    embedding_backward(dt[threads - 1].data(), dp[threads - 1].data(), ds[threads - 1].data(), dx.data(),
-                       t.ids.data(), t.segs.data(), N, B, D);
+    embedding_backward(dt[threads - 1].data(), dp[threads - 1].data(), ds[threads - 1].data(), dx.data(), t.ids.data(),
+                       t.segs.data(), N, B, D);
   }
   EXPECT_EQ(dt[0], dt[1]);
   EXPECT_EQ(dp[0], dp[1]);
@@ -421,7 +421,7 @@ TEST(FastVsRef, Embedding) {
   std::vector<float> dt2(V * D, 0.5f), dp2(N * D, 0.5f), ds2(2 * D, 0.5f);
   embedding_backward_ref(dt2.data(), dp2.data(), ds2.data(), dx.data(), t.ids.data(), t.segs.data(), N, B, D);
   EXPECT_TRUE(close("dtable", dt[1], dt2, tol::kFastVsRef, 10.0));  // a few O(1) terms each
-  EXPECT_TRUE(close("dpos", dp[1], dp2, tol::kFastVsRef, 10.0));     // sums of 11
+  EXPECT_TRUE(close("dpos", dp[1], dp2, tol::kFastVsRef, 10.0));    // sums of 11
   // Sums of N·B/2 ≈ 200 terms, ~√200 in size.
   EXPECT_TRUE(close("dseg", ds[1], ds2, tol::kFastVsRef, std::sqrt(double(N * B / 2))));
 }

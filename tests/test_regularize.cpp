@@ -58,8 +58,7 @@ void expect_soft_matches_hard(double tol) {
     smooth_one_hot(targets.data(), labels.data(), B, K, s);
     const T hard = cross_entropy_forward(p_hard.data(), logits.data(), labels.data(), B, K, s);
     const T soft = soft_cross_entropy_forward(p_soft.data(), logits.data(), targets.data(), B, K);
-    EXPECT_NEAR(double(soft), double(hard), tol * std::max(1.0, std::abs(double(hard))))
-        << "smoothing " << s;
+    EXPECT_NEAR(double(soft), double(hard), tol * std::max(1.0, std::abs(double(hard)))) << "smoothing " << s;
     // Same softmax code and the same (p - q)·(1/B) arithmetic: identical bits.
     EXPECT_EQ(p_soft, p_hard) << "smoothing " << s;
     cross_entropy_backward(d_hard.data(), p_hard.data(), labels.data(), B, K, s);
@@ -68,13 +67,9 @@ void expect_soft_matches_hard(double tol) {
   }
 }
 
-TEST(SoftCrossEntropy, EqualsCrossEntropyOnSmoothedOneHotsDouble) {
-  expect_soft_matches_hard<double>(kSameSumDouble);
-}
+TEST(SoftCrossEntropy, EqualsCrossEntropyOnSmoothedOneHotsDouble) { expect_soft_matches_hard<double>(kSameSumDouble); }
 
-TEST(SoftCrossEntropy, EqualsCrossEntropyOnSmoothedOneHotsFloat) {
-  expect_soft_matches_hard<float>(kSameSumFloat);
-}
+TEST(SoftCrossEntropy, EqualsCrossEntropyOnSmoothedOneHotsFloat) { expect_soft_matches_hard<float>(kSameSumFloat); }
 
 TEST(SoftCrossEntropy, MatchesHandComputedValue) {
   // logits (0, ln 3): p = (1/4, 3/4); targets (0.3, 0.7): loss = -(0.3 ln 1/4 + 0.7 ln 3/4).
@@ -95,9 +90,7 @@ TEST(SoftCrossEntropy, GradientMatchesFiniteDifferences) {
     for (int64_t k = 0; k < K; ++k) sum += targets[b * K + k] = rng.uniform() + 0.01;
     for (int64_t k = 0; k < K; ++k) targets[b * K + k] /= sum;
   }
-  auto loss = [&] {
-    return soft_cross_entropy_forward(probs.data(), logits.data(), targets.data(), B, K);
-  };
+  auto loss = [&] { return soft_cross_entropy_forward(probs.data(), logits.data(), targets.data(), B, K); };
   loss();
   soft_cross_entropy_backward(dl.data(), probs.data(), targets.data(), B, K);
   test::expect_fd("dlogits", logits, dl, loss);
@@ -138,8 +131,8 @@ TEST(Mix, MixupWithForcedLambdaIsExact) {
     FVec targets(B * K, -1.f);
     Rng rng(1);
     const auto state = rng.state();
-    const MixResult r = data::apply_mix(images.data(), B, C, S, targets.data(), labels.data(), K,
-                                        MixMode::kMixup, 0.75, 0.25f, rng);
+    const MixResult r =
+        data::apply_mix(images.data(), B, C, S, targets.data(), labels.data(), K, MixMode::kMixup, 0.75, 0.25f, rng);
     EXPECT_EQ(r.mode, MixMode::kMixup);
     EXPECT_EQ(r.lam, 0.75);
     EXPECT_EQ(rng.state(), state) << "mixup with a given λ must not draw";
@@ -150,8 +143,7 @@ TEST(Mix, MixupWithForcedLambdaIsExact) {
             << "B " << B << " sample " << b << " pixel " << p;
       float sum = 0;
       for (int k = 0; k < K; ++k) {
-        const double want = 0.75 * soft_label(k, labels[b], K, 0.25) +
-                            0.25 * soft_label(k, labels[j], K, 0.25);
+        const double want = 0.75 * soft_label(k, labels[b], K, 0.25) + 0.25 * soft_label(k, labels[j], K, 0.25);
         EXPECT_EQ(targets[b * K + k], float(want)) << "B " << B << " row " << b << " class " << k;
         sum += targets[b * K + k];
       }
@@ -168,8 +160,7 @@ TEST(Mix, MixupMatchesDoubleFormula) {
   const FVec orig = images;
   const std::vector<int32_t> labels = {9, 0, 4, 4, 7, 1};
   FVec targets(B * K);
-  data::apply_mix(images.data(), B, C, S, targets.data(), labels.data(), K, MixMode::kMixup, lam,
-                  0.1f, rng);
+  data::apply_mix(images.data(), B, C, S, targets.data(), labels.data(), K, MixMode::kMixup, lam, 0.1f, rng);
   Vec want_img(B * n), want_t(B * K);
   for (int b = 0; b < B; ++b) {
     const int j = B - 1 - b;
@@ -192,8 +183,8 @@ TEST(Mix, NoneLeavesImagesAndGivesSmoothedOneHots) {
   const FVec orig = images;
   const int32_t labels[B] = {4, 1, 0};
   FVec targets(B * K), want(B * K);
-  const MixResult r = data::apply_mix(images.data(), B, C, S, targets.data(), labels, K,
-                                      MixMode::kNone, 0.2, 0.1f, rng);
+  const MixResult r =
+      data::apply_mix(images.data(), B, C, S, targets.data(), labels, K, MixMode::kNone, 0.2, 0.1f, rng);
   EXPECT_EQ(r.mode, MixMode::kNone);
   EXPECT_EQ(r.lam, 1.0);
   EXPECT_EQ(images, orig);
@@ -231,12 +222,11 @@ TEST(Mix, CutmixPastesTheBoxFromThePartnerAndCorrectsLambda) {
         std::vector<int32_t> labels(B);
         for (int b = 0; b < B; ++b) labels[b] = int32_t(rng.below(K));
         FVec targets(B * K);
-        const MixResult r = data::apply_mix(images.data(), B, C, S, targets.data(), labels.data(),
-                                            K, MixMode::kCutmix, lam, 0.1f, rng);
+        const MixResult r =
+            data::apply_mix(images.data(), B, C, S, targets.data(), labels.data(), K, MixMode::kCutmix, lam, 0.1f, rng);
         ASSERT_EQ(r.mode, MixMode::kCutmix);
         const PixelBox& bx = r.box;
-        ASSERT_TRUE(0 <= bx.y0 && bx.y0 <= bx.y1 && bx.y1 <= S && 0 <= bx.x0 && bx.x0 <= bx.x1 &&
-                    bx.x1 <= S);
+        ASSERT_TRUE(0 <= bx.y0 && bx.y0 <= bx.y1 && bx.y1 <= S && 0 <= bx.x0 && bx.x0 <= bx.x1 && bx.x1 <= S);
         // timm rand_bbox: half-side int(S·sqrt(1-λ)) / 2 either side of the centre, clipped.
         const int half = int(S * std::sqrt(1 - lam)) / 2;
         for (auto [lo, hi] : {std::pair{bx.y0, bx.y1}, std::pair{bx.x0, bx.x1}}) {
@@ -251,8 +241,8 @@ TEST(Mix, CutmixPastesTheBoxFromThePartnerAndCorrectsLambda) {
         for (int b = 0; b < B; ++b) {
           double sum = 0;
           for (int k = 0; k < K; ++k) {
-            const double want = r.lam * soft_label(k, labels[b], K, 0.1) +
-                                (1 - r.lam) * soft_label(k, labels[B - 1 - b], K, 0.1);
+            const double want =
+                r.lam * soft_label(k, labels[b], K, 0.1) + (1 - r.lam) * soft_label(k, labels[B - 1 - b], K, 0.1);
             EXPECT_NEAR(targets[b * K + k], want, kFloatMix);
             sum += targets[b * K + k];
           }
@@ -304,8 +294,7 @@ TEST(Mix, MixBatchDrawsModesAndLambdasLikeTimm) {
       mixup_lam_sum += r.lam;
       Vec want(B * n);
       for (int b = 0; b < B; ++b)
-        for (int p = 0; p < n; ++p)
-          want[b * n + p] = r.lam * orig[b * n + p] + (1 - r.lam) * orig[(B - 1 - b) * n + p];
+        for (int p = 0; p < n; ++p) want[b * n + p] = r.lam * orig[b * n + p] + (1 - r.lam) * orig[(B - 1 - b) * n + p];
       EXPECT_TRUE(close("mixup images", images.data(), want.data(), B * n, kFloatMix));
     }
     // Targets always use the reported λ.
@@ -341,8 +330,7 @@ TEST(Mix, MixBatchProbabilityAndSingleModes) {
     Rng rng(9);
     int mixed = 0;
     for (int it = 0; it < N; ++it)
-      mixed += data::mix_batch(images.data(), B, C, S, targets.data(), labels, K, cfg, rng).mode !=
-               MixMode::kNone;
+      mixed += data::mix_batch(images.data(), B, C, S, targets.data(), labels, K, cfg, rng).mode != MixMode::kNone;
     EXPECT_NEAR(double(mixed) / N, 0.3, kSigmas * std::sqrt(0.3 * 0.7 / N));
   }
   for (bool cut_only : {false, true}) {  // one alpha zero: always the other mode
@@ -384,8 +372,7 @@ TEST(Erase, ProbabilityOneErasesOneBoxOfValidAreaAndAspect) {
     }
     ++erased;
     const int h = bx.y1 - bx.y0, w = bx.x1 - bx.x0;
-    ASSERT_TRUE(0 <= bx.y0 && h >= 1 && h < S && bx.y1 <= S && 0 <= bx.x0 && w >= 1 && w < S &&
-                bx.x1 <= S);
+    ASSERT_TRUE(0 <= bx.y0 && h >= 1 && h < S && bx.y1 <= S && 0 <= bx.x0 && w >= 1 && w < S && bx.x1 <= S);
     touched_bottom += bx.y1 == S;
     touched_right += bx.x1 == S;
     touched_top += bx.y0 == 0;
@@ -438,8 +425,7 @@ TEST(Erase, ProbabilityZeroChangesNothing) {
   FVec image = randn<float>(C * S * S, rng);
   const FVec orig = image;
   const auto state = rng.state();
-  for (int it = 0; it < 100; ++it)
-    EXPECT_FALSE(data::random_erase(image.data(), C, S, data::EraseConfig{0.f}, rng));
+  for (int it = 0; it < 100; ++it) EXPECT_FALSE(data::random_erase(image.data(), C, S, data::EraseConfig{0.f}, rng));
   EXPECT_EQ(image, orig);
   EXPECT_EQ(rng.state(), state);
 }
@@ -504,7 +490,10 @@ TEST(Beta, DistributionPassesKolmogorovSmirnov) {
   // sampler (shape < 1 and >= 1) against exact CDFs. Critical value 1.95/sqrt(N) is the 0.1%
   // level of the KS statistic.
   const int N = 20000;
-  struct Case { double a, b; std::function<double(double)> cdf; };
+  struct Case {
+    double a, b;
+    std::function<double(double)> cdf;
+  };
   const std::vector<Case> cases = {
       {0.5, 1.0, [](double x) { return std::sqrt(x); }},
       {2.0, 1.0, [](double x) { return x * x; }},

@@ -101,8 +101,7 @@ TEST(RunDir, ANewRunRefusesAFolderThatHoldsOne) {
     commit(run, 2);
   }
   expect_error([&] { RunDir(dir, "train", RunStart::fresh); },
-               {"'" + dir + "' holds a gmlp pretrain run of 2 epochs",
-                "gmlp pretrain --resume " + dir, "--overwrite"});
+               {"'" + dir + "' holds a gmlp pretrain run of 2 epochs", "gmlp pretrain --resume " + dir, "--overwrite"});
   expect_epoch(dir, 2);  // untouched
   {
     const RunDir over(dir, "train", RunStart::overwrite);
@@ -182,7 +181,8 @@ TEST(RunDir, ADamagedManifestIsNamedAndOverwriteClearsIt) {
                {"its manifest lists 'checkpoint.safetensors' for epoch 1, but the file is missing"});
   std::ofstream(fs::path(dir) / "run.json") << "{\"format\": \"gmlp-run\", \"epoch\": 1, \"command\": \"train\", "
                                                "\"files\": [\"../outside\"]}";
-  expect_error([&] { RunDir(dir, "train", RunStart::fresh); }, {"run.json' lists a file name that is not a plain name"});
+  expect_error([&] { RunDir(dir, "train", RunStart::fresh); },
+               {"run.json' lists a file name that is not a plain name"});
   const RunDir over(dir, "train", RunStart::overwrite);
   EXPECT_EQ(names_in(dir), std::set<std::string>{".lock"});
 }
@@ -213,8 +213,10 @@ TEST(RunDir, AKillAtEveryStepOfACommitLeavesOneCompleteEpoch) {
       held = found.epoch();
     }
     seen.insert(held);
-    if (held > 0) expect_epoch(dir, held);
-    else for (const std::string& name : names_in(dir)) EXPECT_EQ(name, ".lock") << "step " << n;
+    if (held > 0)
+      expect_epoch(dir, held);
+    else
+      for (const std::string& name : names_in(dir)) EXPECT_EQ(name, ".lock") << "step " << n;
     RunDir run(dir, "train", held > 0 ? RunStart::resume : RunStart::fresh);
     for (int e = held + 1; e <= 2; ++e) commit(run, e);
     expect_epoch(dir, 2);
@@ -237,8 +239,7 @@ TEST(RunDir, StopSignalsSetAFlagThatCheckStopTurnsIntoInterrupted) {
       run.check_stop(5);
       _exit(3);
     } catch (const Interrupted& stop) {
-      if (stop.signal != SIGINT || stop.epoch != 1 || stop.epochs != 5 || stop.dir != dir ||
-          stop.command != "pretrain")
+      if (stop.signal != SIGINT || stop.epoch != 1 || stop.epochs != 5 || stop.dir != dir || stop.command != "pretrain")
         _exit(4);
     }
     std::raise(SIGINT);

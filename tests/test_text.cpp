@@ -46,8 +46,7 @@ const std::vector<Verse>& kjv() {
 // The KJV as `bible` prints it, rebuilt from the verse table.
 std::string kjv_text(const std::vector<Verse>& verses) {
   std::string s;
-  for (const Verse& v : verses)
-    s += cat(book(v.book).abbrev, v.chapter, ":", v.verse, " ", v.text, "\n");
+  for (const Verse& v : verses) s += cat(book(v.book).abbrev, v.chapter, ":", v.verse, " ", v.text, "\n");
   return s;
 }
 
@@ -61,9 +60,8 @@ struct Trained {
     const auto t0 = std::chrono::steady_clock::now();
     Tokenizer t = Tokenizer::train(lines, prefix, kTestVocab, 1);
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf(
-        "[ info     ] tokenizer: vocabulary %d trained on %zu train-split verses in %.2f s\n",
-        kTestVocab, lines.size(), seconds);
+    std::printf("[ info     ] tokenizer: vocabulary %d trained on %zu train-split verses in %.2f s\n", kTestVocab,
+                lines.size(), seconds);
     return t;
   }();
 };
@@ -91,8 +89,8 @@ std::string squeeze(const std::string& s) {
 ::testing::AssertionResult binomial_ok(const std::string& what, int64_t x, int64_t n, double p) {
   const double mean = double(n) * p, sd = std::sqrt(double(n) * p * (1 - p));
   if (std::abs(double(x) - mean) <= 5 * sd) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": " << x << " of " << n << ", expected " << mean
-                                       << " +- " << 5 * sd << " (5 sd)";
+  return ::testing::AssertionFailure() << what << ": " << x << " of " << n << ", expected " << mean << " +- " << 5 * sd
+                                       << " (5 sd)";
 }
 
 }  // namespace
@@ -151,8 +149,7 @@ TEST(KjvCorpus, FileInTheSameFormatLoadsTheSameVerses) {
   }
   // CRLF line ends and a missing final newline are accepted.
   std::string crlf;
-  for (const Verse& x : v)
-    crlf += cat(book(x.book).abbrev, x.chapter, ":", x.verse, " ", x.text, "\r\n");
+  for (const Verse& x : v) crlf += cat(book(x.book).abbrev, x.chapter, ":", x.verse, " ", x.text, "\r\n");
   crlf.pop_back(), crlf.pop_back();
   const auto c = load_kjv_file(write_tmp("crlf.txt", crlf));
   ASSERT_EQ(c.size(), v.size());
@@ -163,8 +160,7 @@ TEST(KjvCorpus, MalformedFilesFailNamingTheFileAndLine) {
   const auto& v = kjv();
   auto lines_of = [&] {
     std::vector<std::string> l;
-    for (const Verse& x : v)
-      l.push_back(cat(book(x.book).abbrev, x.chapter, ":", x.verse, " ", x.text));
+    for (const Verse& x : v) l.push_back(cat(book(x.book).abbrev, x.chapter, ":", x.verse, " ", x.text));
     return l;
   };
   auto join = [](const std::vector<std::string>& l) {
@@ -176,15 +172,13 @@ TEST(KjvCorpus, MalformedFilesFailNamingTheFileAndLine) {
     auto l = lines_of();
     l[2] = "Gen1:3 And God said, Let there be light: and there was light.";
     const std::string p = write_tmp("abbrev.txt", join(l));
-    expect_error([&] { load_kjv_file(p); },
-                 {"'" + p + "'", "line 3", "book abbreviation", "'Gen'"});
+    expect_error([&] { load_kjv_file(p); }, {"'" + p + "'", "line 3", "book abbreviation", "'Gen'"});
   }
   {  // no "C:V" reference
     auto l = lines_of();
     l[9] = "Genesis one ten";
     const std::string p = write_tmp("shape.txt", join(l));
-    expect_error([&] { load_kjv_file(p); },
-                 {"'" + p + "'", "line 10", "BookC:V text", "Genesis one ten"});
+    expect_error([&] { load_kjv_file(p); }, {"'" + p + "'", "line 10", "BookC:V text", "Genesis one ten"});
   }
   {  // a verse without text
     auto l = lines_of();
@@ -196,8 +190,7 @@ TEST(KjvCorpus, MalformedFilesFailNamingTheFileAndLine) {
     auto l = lines_of();
     l.erase(l.begin() + 5);
     const std::string p = write_tmp("gap.txt", join(l));
-    expect_error([&] { load_kjv_file(p); },
-                 {"'" + p + "'", "line 6", "expected Ge1:6", "found 'Ge1:7"});
+    expect_error([&] { load_kjv_file(p); }, {"'" + p + "'", "line 6", "expected Ge1:6", "found 'Ge1:7"});
   }
   {  // a chapter beyond the book's last (Obadiah has 1)
     auto l = lines_of();
@@ -212,8 +205,7 @@ TEST(KjvCorpus, MalformedFilesFailNamingTheFileAndLine) {
     auto l = lines_of();
     l.pop_back();
     const std::string p = write_tmp("short.txt", join(l));
-    expect_error([&] { load_kjv_file(p); },
-                 {"'" + p + "'", "expected 31102 verses", "found 31101", "Rev22:20"});
+    expect_error([&] { load_kjv_file(p); }, {"'" + p + "'", "expected 31102 verses", "found 31101", "Rev22:20"});
   }
   {  // a blank line in the middle
     auto l = lines_of();
@@ -242,8 +234,7 @@ TEST(KjvSplit, ChaptersSplitByIndexIntoAPartition) {
   EXPECT_EQ(chapters[Split::train], 952);
 
   const auto& v = kjv();
-  const int64_t tr = count_verses(v, Split::train), dv = count_verses(v, Split::dev),
-                te = count_verses(v, Split::test);
+  const int64_t tr = count_verses(v, Split::train), dv = count_verses(v, Split::dev), te = count_verses(v, Split::test);
   EXPECT_EQ(tr + dv + te, 31102);
   EXPECT_GT(te, 2000);
   EXPECT_GT(dv, 2000);
@@ -325,11 +316,9 @@ TEST(KjvBooks, TestamentAndGenreTables) {
 // Plain text
 
 TEST(PlainText, LoadsNonEmptyLinesAndSplitsByIndex) {
-  const std::string p =
-      write_tmp("c.txt", "first doc\n\n  \nsecond doc\r\n\tthird\nlast without newline");
+  const std::string p = write_tmp("c.txt", "first doc\n\n  \nsecond doc\r\n\tthird\nlast without newline");
   const auto l = load_lines(p);
-  EXPECT_EQ(
-      l, (std::vector<std::string>{"first doc", "second doc", "\tthird", "last without newline"}));
+  EXPECT_EQ(l, (std::vector<std::string>{"first doc", "second doc", "\tthird", "last without newline"}));
 
   std::vector<std::string> many;
   for (int i = 0; i < 25; ++i) many.push_back(cat("line ", i));
@@ -443,8 +432,7 @@ TEST(Tokenizer, TrainingIsDeterministic) {
 
 TEST(Tokenizer, BadInputsFailWithOneLine) {
   const std::string missing = tmp_path("missing.model");
-  expect_error([&] { Tokenizer::load(missing); },
-               {"'" + missing + "'", "No such file or directory"});
+  expect_error([&] { Tokenizer::load(missing); }, {"'" + missing + "'", "No such file or directory"});
   const std::string garbage = write_tmp("garbage.model", "this is not a protobuf \x01\x02\xff");
   expect_error([&] { Tokenizer::load(garbage); }, {"'" + garbage + "'", "SentencePiece model"});
   const std::string empty = write_tmp("empty.model", "");
@@ -455,13 +443,8 @@ TEST(Tokenizer, BadInputsFailWithOneLine) {
   expect_error([&] { Tokenizer::load(cut); }, {"'" + cut + "'"});
 
   const std::string prefix = tmp_path("m");
-  expect_error(
-      [&] {
-        Tokenizer::train({"", ""}, prefix, 100);
-      },
-      {prefix + ".model", "no non-empty line"});
-  expect_error([&] { Tokenizer::train({"a b c"}, prefix, 5); },
-               {prefix + ".model", "vocabulary size", "found 5"});
+  expect_error([&] { Tokenizer::train({"", ""}, prefix, 100); }, {prefix + ".model", "no non-empty line"});
+  expect_error([&] { Tokenizer::train({"a b c"}, prefix, 5); }, {prefix + ".model", "vocabulary size", "found 5"});
   // Far more pieces than a tiny text can give: SentencePiece's own complaint, on one line.
   expect_error(
       [&] {
@@ -541,8 +524,7 @@ TEST(PackSequences, FixedLengthNothingLostOrReordered) {
   }
   std::vector<int32_t> stream;  // doc0 [SEP] doc1 [SEP] ..., empty documents skipped
   for (const auto& d : docs)
-    if (!d.empty())
-      stream.insert(stream.end(), d.begin(), d.end()), stream.push_back(Tokenizer::kSep);
+    if (!d.empty()) stream.insert(stream.end(), d.begin(), d.end()), stream.push_back(Tokenizer::kSep);
 
   for (int seq_len : {2, 3, 8, 128, 1000, 100000}) {
     const auto seqs = pack_sequences(docs, seq_len);
@@ -569,17 +551,12 @@ TEST(PackSequences, FixedLengthNothingLostOrReordered) {
   }
   // The layout on a small case.
   const auto s = pack_sequences({{10, 11, 12}, {}, {13, 14, 15, 16, 17}, {18}}, 5);
-  const std::vector<std::vector<int32_t>> want = {
-      {2, 10, 11, 12, 3}, {2, 13, 14, 15, 16}, {2, 17, 3, 18, 3}};
+  const std::vector<std::vector<int32_t>> want = {{2, 10, 11, 12, 3}, {2, 13, 14, 15, 16}, {2, 17, 3, 18, 3}};
   EXPECT_EQ(s, want);
   EXPECT_EQ(pack_sequences({{10}}, 5), (std::vector<std::vector<int32_t>>{{2, 10, 3, 0, 0}}));
   EXPECT_TRUE(pack_sequences({{}, {}}, 5).empty());
   expect_error([] { pack_sequences({{10}}, 1); }, {"sequence length >= 2", "found 1"});
-  expect_error(
-      [] {
-        pack_sequences({{10}, {11, 3}}, 8);
-      },
-      {"document 1", "reserved id 3", "[SEP]"});
+  expect_error([] { pack_sequences({{10}, {11, 3}}, 8); }, {"document 1", "reserved id 3", "[SEP]"});
 }
 
 // Next-sentence pairs on synthetic documents whose ids name them: document d is 1 + d % 7 copies
@@ -617,8 +594,7 @@ TEST(NextSentencePairs, ChunksAreFixedAndBIsTheSuccessorOrFromTheGroup) {
       ASSERT_EQ(ids.size(), size_t(seq_len));
       ASSERT_EQ(ids[0], Tokenizer::kCls);
       const auto sep1 = size_t(std::find(ids.begin() + 1, ids.end(), Tokenizer::kSep) - ids.begin());
-      const auto sep2 =
-          size_t(std::find(ids.begin() + long(sep1) + 1, ids.end(), Tokenizer::kSep) - ids.begin());
+      const auto sep2 = size_t(std::find(ids.begin() + long(sep1) + 1, ids.end(), Tokenizer::kSep) - ids.begin());
       ASSERT_LT(sep2, ids.size());
       for (size_t i = sep2 + 1; i < ids.size(); ++i) ASSERT_EQ(ids[i], Tokenizer::kPad);
       const auto da = docs_in(ids, 1, sep1), db = docs_in(ids, sep1 + 1, sep2);
@@ -674,10 +650,12 @@ TEST(NextSentencePairs, ChunksAreFixedAndBIsTheSuccessorOrFromTheGroup) {
 
   expect_error([&] { next_sentence_pairs({{10}}, {0, 0}, {0}, 8, r); }, {"1 documents", "2 units"});
   expect_error([&] { next_sentence_pairs({{10}}, {0}, {0}, 4, r); }, {"length >= 5", "found 4"});
-  expect_error([&] { next_sentence_pairs({{10}, {4}}, {0, 0}, {0, 0}, 8, r); },
-               {"document 1", "reserved id 4", "[MASK]"});
-  expect_error([&] { next_sentence_pairs({{10}, {11}}, {0, 0}, {0, 1}, 8, r); },
-               {"unit 0 spans groups 0 and 1"});
+  expect_error(
+      [&] {
+        next_sentence_pairs({{10}, {4}}, {0, 0}, {0, 0}, 8, r);
+      },
+      {"document 1", "reserved id 4", "[MASK]"});
+  expect_error([&] { next_sentence_pairs({{10}, {11}}, {0, 0}, {0, 1}, 8, r); }, {"unit 0 spans groups 0 and 1"});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -689,8 +667,7 @@ TEST(MaskTokens, SelectsFifteenPercentSplitEightyTenTen) {
   std::vector<std::vector<int32_t>> docs;
   for (int d = 0; d < 4000; ++d) {
     std::vector<int32_t> doc(1 + data.below(50));
-    for (auto& id : doc)
-      id = data.below(50) == 0 ? Tokenizer::kUnk : 5 + int32_t(data.below(V - 5));
+    for (auto& id : doc) id = data.below(50) == 0 ? Tokenizer::kUnk : 5 + int32_t(data.below(V - 5));
     docs.push_back(doc);
   }
   std::vector<int32_t> ids;
@@ -733,11 +710,10 @@ TEST(MaskTokens, SelectsFifteenPercentSplitEightyTenTen) {
   const double same = 0.1 / (V - 5);
   EXPECT_TRUE(binomial_ok("random", random, selected, 0.1 - same));
   EXPECT_TRUE(binomial_ok("unchanged", unchanged, selected, 0.1 + same));
-  std::printf(
-      "[ info     ] masking: %lld of %lld eligible selected (%.3f %%): %.3f / %.3f / %.3f\n",
-      (long long)selected, (long long)eligible, 100.0 * double(selected) / double(eligible),
-      double(masked) / double(selected), double(random) / double(selected),
-      double(unchanged) / double(selected));
+  std::printf("[ info     ] masking: %lld of %lld eligible selected (%.3f %%): %.3f / %.3f / %.3f\n",
+              (long long)selected, (long long)eligible, 100.0 * double(selected) / double(eligible),
+              double(masked) / double(selected), double(random) / double(selected),
+              double(unchanged) / double(selected));
 
   // Deterministic, and in place gives the same.
   std::vector<int32_t> inputs2(ids.size()), labels2(ids.size()), inplace = ids;
@@ -785,10 +761,8 @@ TEST(KjvTasks, SegmentsAreLaidOutAndTruncatedLongestFirst) {
   EXPECT_EQ(single_segment({10, 11, 12, 13, 14}, 5), (std::vector<int32_t>{2, 10, 11, 12, 3}));
   EXPECT_EQ(segment_pair({10, 11}, {20}, 8), (std::vector<int32_t>{2, 10, 11, 3, 20, 3, 0, 0}));
   // 6 + 2 into room 5: a loses its tail first, then b when they are level.
-  EXPECT_EQ(segment_pair({10, 11, 12, 13, 14, 15}, {20, 21}, 8),
-            (std::vector<int32_t>{2, 10, 11, 12, 3, 20, 21, 3}));
-  EXPECT_EQ(segment_pair({10, 11, 12}, {20, 21, 22, 23}, 7),
-            (std::vector<int32_t>{2, 10, 11, 3, 20, 21, 3}));
+  EXPECT_EQ(segment_pair({10, 11, 12, 13, 14, 15}, {20, 21}, 8), (std::vector<int32_t>{2, 10, 11, 12, 3, 20, 21, 3}));
+  EXPECT_EQ(segment_pair({10, 11, 12}, {20, 21, 22, 23}, 7), (std::vector<int32_t>{2, 10, 11, 3, 20, 21, 3}));
   expect_error([] { single_segment({10}, 2); }, {"sequence length >= 3"});
   expect_error([] { segment_pair({10}, {11}, 4); }, {"sequence length >= 5"});
   EXPECT_EQ(parse_task("next-verse"), Task::next_verse);
@@ -842,8 +816,7 @@ TEST(KjvTasks, OldOrNewTestamentAndGenreLabels) {
   EXPECT_EQ(
       ex[0].ids,
       single_segment(
-          tok.encode(v[size_t(std::find_if(v.begin(), v.end(),
-                                           [](const Verse& x) { return x.chapter_index == 9; }) -
+          tok.encode(v[size_t(std::find_if(v.begin(), v.end(), [](const Verse& x) { return x.chapter_index == 9; }) -
                               v.begin())]
                          .text),
           seq_len));
@@ -907,8 +880,7 @@ TEST(KjvTasks, NextVerseIsBalancedAndPositivesAreConsecutive) {
     // in each split for a negative, so none is left out.
     std::vector<size_t> as;
     for (size_t i = 0; i + 1 < v.size(); ++i)
-      if (kjv_split(v[i].chapter_index) == split && v[i + 1].chapter_index == v[i].chapter_index)
-        as.push_back(i);
+      if (kjv_split(v[i].chapter_index) == split && v[i + 1].chapter_index == v[i].chapter_index) as.push_back(i);
     ASSERT_EQ(ex.size(), 2 * as.size()) << split_name(split);
     int64_t pos = 0;
     for (const Example& e : ex) pos += e.label == 1;

@@ -9,8 +9,8 @@
 #include <filesystem>
 
 #include "check.h"
-#include "core/matmul.h"
 #include "core/error.h"
+#include "core/matmul.h"
 #include "core/threads.h"
 #include "io/safetensors.h"
 #include "nn/text_model.h"
@@ -72,7 +72,7 @@ TEST_P(TextKind, EveryGradientMatchesFiniteDifferences) {
   std::vector<int32_t> ids(B * N);
   for (auto& id : ids) id = int32_t(1 + rng.below(uint64_t(V - 1)));
   ids[1] = ids[N + 2] = text::Tokenizer::kSep;  // two segments in each row
-  ids[N - 1] = ids[2 * N - 1] = 0;  // a [PAD] at the end of each row (masked in attention)
+  ids[N - 1] = ids[2 * N - 1] = 0;              // a [PAD] at the end of each row (masked in attention)
   const std::vector<int64_t> positions = {0, 3, 6, 9};
   const std::vector<int32_t> labels = {5, 1, 12, 7}, cls_labels = {2, 0};
   m.plan(B);
@@ -97,11 +97,11 @@ TEST_P(TextKind, EveryGradientMatchesFiniteDifferences) {
       m.classify_backward(dlogits.data());
     }
     const std::vector<double> analytic(m.grads(), m.grads() + m.num_params());
-    const std::vector<double> numeric = test::numeric_gradient(
-        m.weights(), m.num_params(), [&] { return which == 0 ? mlm_loss() : cls_loss(); });
+    const std::vector<double> numeric =
+        test::numeric_gradient(m.weights(), m.num_params(), [&] { return which == 0 ? mlm_loss() : cls_loss(); });
     for (const ParamInfo& p : m.params())
-      EXPECT_TRUE(close((which == 0 ? "mlm " : "cls ") + p.name, analytic.data() + p.offset,
-                        numeric.data() + p.offset, p.numel, tol::kFdRel));
+      EXPECT_TRUE(close((which == 0 ? "mlm " : "cls ") + p.name, analytic.data() + p.offset, numeric.data() + p.offset,
+                        p.numel, tol::kFdRel));
   }
 }
 
@@ -131,8 +131,7 @@ TEST_P(TextKind, DropPathGradientMatchesFiniteDifferences) {
   cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, 0.0);
   m.classify_backward(dlogits.data());
   const std::vector<double> analytic(m.grads(), m.grads() + m.num_params());
-  const std::vector<double> numeric =
-      test::numeric_gradient(m.weights(), m.num_params(), [&] { return loss(true); });
+  const std::vector<double> numeric = test::numeric_gradient(m.weights(), m.num_params(), [&] { return loss(true); });
   for (const ParamInfo& p : m.params())
     EXPECT_TRUE(close(p.name, analytic.data() + p.offset, numeric.data() + p.offset, p.numel, tol::kFdRel));
 }
@@ -165,14 +164,14 @@ TEST_P(TextKind, MatchesPyTorchReference) {
   // Logits as gradients are compared: |error| / max(1, |reference|) (a vocabulary's logits
   // include many near zero, where a purely relative error would measure float rounding).
   m.encode(ids.data(), B);
-  EXPECT_TRUE(close("mlm logits", m.mlm_logits(positions.data(), count),
-                    io.read_f32("mlm_logits").data(), count * V, tol::kTimmLogits));
+  EXPECT_TRUE(close("mlm logits", m.mlm_logits(positions.data(), count), io.read_f32("mlm_logits").data(), count * V,
+                    tol::kTimmLogits));
   m.zero_grad();
   const auto r = m.mlm(positions.data(), labels.data(), count, true);
   EXPECT_NEAR(r.loss_sum / count, io.read_f32("mlm_loss")[0], tol::kTimmLogits);
   for (const ParamInfo& p : m.params())
-    EXPECT_TRUE(close("mlm grad " + p.name, m.grads() + p.offset,
-                      io.read_f32("mlm_grad." + p.name).data(), p.numel, tol::kTimmGrad));
+    EXPECT_TRUE(close("mlm grad " + p.name, m.grads() + p.offset, io.read_f32("mlm_grad." + p.name).data(), p.numel,
+                      tol::kTimmGrad));
 
   m.zero_grad();
   m.encode(ids.data(), B);
@@ -184,8 +183,8 @@ TEST_P(TextKind, MatchesPyTorchReference) {
   cross_entropy_backward(dlogits.data(), probs.data(), cls_labels.data(), B, K, 0.f);
   m.classify_backward(dlogits.data());
   for (const ParamInfo& p : m.params())
-    EXPECT_TRUE(close("cls grad " + p.name, m.grads() + p.offset,
-                      io.read_f32("cls_grad." + p.name).data(), p.numel, tol::kTimmGrad));
+    EXPECT_TRUE(close("cls grad " + p.name, m.grads() + p.offset, io.read_f32("cls_grad." + p.name).data(), p.numel,
+                      tol::kTimmGrad));
 }
 
 TEST(TextModel, T5BucketsMatchTheReferenceFormula) {
@@ -271,8 +270,7 @@ TEST_P(TextKind, BatchEqualsRowsOneAtATime) {
   const std::vector<float> batched(tc.m.classify(), tc.m.classify() + tc.B * K);
   for (int64_t b = 0; b < tc.B; ++b) {
     tc.m.encode(tc.ids.data() + b * N, 1);
-    EXPECT_TRUE(close("row " + std::to_string(b), tc.m.classify(), batched.data() + b * K, K,
-                      tol::kInvariance));
+    EXPECT_TRUE(close("row " + std::to_string(b), tc.m.classify(), batched.data() + b * K, K, tol::kInvariance));
   }
 }
 

@@ -50,9 +50,11 @@ TEST(Validation, ImageTrainingOptionsOutOfRangeNameTheirFlag) {
       {[](TrainOptions& o) { o.min_lr = 0.1, o.lr = 0.01; }, {"invalid --min-lr 0.1", "at most --lr"}},
       {[](TrainOptions& o) { o.epochs = 0; }, {"invalid --epochs 0", ">= 1"}},
       {[](TrainOptions& o) { o.batch_size = -3; }, {"invalid --batch-size -3"}},
-      {[](TrainOptions& o) { o.warmup_epochs = 11, o.epochs = 10; }, {"invalid --warmup-epochs 11", "at most --epochs"}},
+      {[](TrainOptions& o) { o.warmup_epochs = 11, o.epochs = 10; },
+       {"invalid --warmup-epochs 11", "at most --epochs"}},
       {[](TrainOptions& o) { o.weight_decay = -0.1; }, {"invalid --weight-decay -0.1"}},
-      {[](TrainOptions& o) { o.weight_decay = 1000, o.lr = 0.01; }, {"invalid --lr 0.01 with --weight-decay 1000", "below 1, found 10"}},
+      {[](TrainOptions& o) { o.weight_decay = 1000, o.lr = 0.01; },
+       {"invalid --lr 0.01 with --weight-decay 1000", "below 1, found 10"}},
       {[](TrainOptions& o) { o.clip_norm = NAN; }, {"invalid --clip-norm nan"}},
       {[](TrainOptions& o) { o.label_smoothing = 1; }, {"invalid --label-smoothing 1", "[0, 1)"}},
       {[](TrainOptions& o) { o.crop_padding = -1; }, {"invalid --crop-padding -1"}},
@@ -123,8 +125,9 @@ TEST(Validation, DivergenceGuardStopsNonFiniteAndExplodingLosses) {
   DivergenceGuard g(0.5);
   g.check(2.5, 0);
   g.check(250, 1);  // 100 times the first: the limit itself passes
-  expect_error([&] { g.check(2.4e9, 2); },
-               {"training diverged at step 2: the loss is 2.4e+09, over 100 times the first step's 2.5", "--lr, now 0.5"});
+  expect_error(
+      [&] { g.check(2.4e9, 2); },
+      {"training diverged at step 2: the loss is 2.4e+09, over 100 times the first step's 2.5", "--lr, now 0.5"});
   DivergenceGuard nan(1e-3);
   expect_error([&] { nan.check(NAN, 0); }, {"at step 0: the loss is nan (lower --lr"});
   // A resumed run near zero loss is held to 100 x 1, not 100 x its first loss.
@@ -196,24 +199,25 @@ TEST(Validation, SmallCheckpointAskingForALargeModelFailsBeforeAllocating) {
   // 3 GB of weights asked for by a file of a few hundred bytes: refused from the header alone.
   ModelConfig big;
   big.img_size = 224, big.in_chans = 3, big.patch_size = 16, big.depth = 30, big.dim = 2048, big.ffn = 8192;
-  const std::string path = write_safetensors(tmp_path("big.safetensors"),
-                                             {{"format", "gmlp"}, {"config", big.to_json().dump()}});
+  const std::string path =
+      write_safetensors(tmp_path("big.safetensors"), {{"format", "gmlp"}, {"config", big.to_json().dump()}});
   EXPECT_LT(fs::file_size(path), 1000u);
   const auto t0 = std::chrono::steady_clock::now();
   expect_error([&] { load_checkpoint(path); },
                {"failed to load checkpoint '" + path + "'", "tensor 'stem.proj.weight' is missing",
                 "its config asks for", "the file has 0"});
   // A tensor of the right name with another shape is named with both shapes.
-  const std::string shaped = write_safetensors(tmp_path("shaped.safetensors"),
-                                               {{"format", "gmlp"}, {"config", big.to_json().dump()}},
-                                               {{"stem.proj.weight", {4, 3, 16, 16}}});
+  const std::string shaped =
+      write_safetensors(tmp_path("shaped.safetensors"), {{"format", "gmlp"}, {"config", big.to_json().dump()}},
+                        {{"stem.proj.weight", {4, 3, 16, 16}}});
   expect_error([&] { load_checkpoint(shaped); },
                {"tensor 'stem.proj.weight' has shape [4, 3, 16, 16], expected [2048, 3, 16, 16]"});
   // The same for a text checkpoint (fill-mask, finetune --init).
   TextConfig text;
   text.vocab_size = 50000, text.dim = 4096, text.ffn = 16384, text.depth = 12;
-  const std::string text_path = write_safetensors(
-      tmp_path("text.safetensors"), {{"format", "gmlp-text"}, {"config", text.to_json().dump()}, {"tokenizer", "AAAA"}});
+  const std::string text_path =
+      write_safetensors(tmp_path("text.safetensors"),
+                        {{"format", "gmlp-text"}, {"config", text.to_json().dump()}, {"tokenizer", "AAAA"}});
   expect_error([&] { load_text_checkpoint(text_path); },
                {"failed to load text checkpoint '" + text_path + "'", "tensor 'embed.weight' is missing"});
   EXPECT_LT(seconds_since(t0), 5.0);  // allocating the model first would take 3 GB and half a minute
@@ -248,7 +252,8 @@ TEST(Validation, OutputPathsAreProbedWithoutLeavingFiles) {
   EXPECT_FALSE(fs::exists(dir + "/new"));
   EXPECT_TRUE(fs::is_empty(dir));  // the probe file is gone
   expect_error([&] { check_writable_file(dir); }, {"is a folder, expected a file name"});
-  expect_error([&] { check_writable_file(dir + "/missing/l.npy"); }, {"its folder '" + dir + "/missing' does not exist"});
+  expect_error([&] { check_writable_file(dir + "/missing/l.npy"); },
+               {"its folder '" + dir + "/missing' does not exist"});
   const std::string file = dir + "/plain";
   std::ofstream(file) << "x";
   expect_error([&] { check_writable_file(file + "/l.npy"); }, {"'" + file + "' is not a folder"});
@@ -277,7 +282,8 @@ TEST(Validation, CorpusSizeIsCheckedBeforeReading) {
   std::ofstream(big) << "x";
   fs::resize_file(big, uint64_t{2} << 30);
   const auto t0 = std::chrono::steady_clock::now();
-  expect_error([&] { text::check_corpus_file(big); }, {"failed to read corpus '" + big + "'", "2147483648 bytes", "1024 MiB"});
+  expect_error([&] { text::check_corpus_file(big); },
+               {"failed to read corpus '" + big + "'", "2147483648 bytes", "1024 MiB"});
   expect_error([&] { text::load_lines(big); }, {big, "larger than the limit"});
   EXPECT_LT(seconds_since(t0), 1.0);
   fs::remove(big);

@@ -41,8 +41,11 @@ TEST(Viz, SpatialWeightsPutEachRowInItsTile) {
 TEST(Viz, TrainingCurvesAreDrawnAndSaved) {
   std::vector<nlohmann::json> rows;
   for (int e = 1; e <= 5; ++e)
-    rows.push_back({{"epoch", e}, {"train_acc", 0.5 + 0.08 * e}, {"test_acc", 0.55 + 0.07 * e},
-                    {"train_loss", 1.5 / e}, {"test_loss", 1.2 / e}});
+    rows.push_back({{"epoch", e},
+                    {"train_acc", 0.5 + 0.08 * e},
+                    {"test_acc", 0.55 + 0.07 * e},
+                    {"train_loss", 1.5 / e},
+                    {"test_loss", 1.2 / e}});
   const Canvas c = render_training_curves(rows, "run");
   EXPECT_EQ(c.width(), 1040);
   int train_px = 0, test_px = 0;
@@ -71,8 +74,12 @@ TEST(Viz, TrainingCurvesDrawEachSplitTheRowsHold) {
   const Rgb train{33, 102, 172}, dev{27, 158, 119}, test{214, 96, 77};
   std::vector<nlohmann::json> pretrain, finetune;  // pretraining logs train and dev; finetuning all three
   for (int e = 1; e <= 4; ++e) {
-    pretrain.push_back({{"epoch", e}, {"train_acc", 0.1 * e}, {"dev_acc", 0.09 * e},
-                        {"train_loss", 6.0 / e}, {"dev_loss", 5.5 / e}, {"dev_ppl", std::exp(5.5 / e)}});
+    pretrain.push_back({{"epoch", e},
+                        {"train_acc", 0.1 * e},
+                        {"dev_acc", 0.09 * e},
+                        {"train_loss", 6.0 / e},
+                        {"dev_loss", 5.5 / e},
+                        {"dev_ppl", std::exp(5.5 / e)}});
     finetune.push_back(pretrain.back());
     finetune.back()["test_acc"] = 0.08 * e;
   }
@@ -87,8 +94,11 @@ TEST(Viz, TrainingCurvesDrawTheMovingAverageWhenLogged) {
   const Rgb ema{118, 42, 131};
   std::vector<nlohmann::json> plain, averaged;  // image training without and with --ema
   for (int e = 1; e <= 4; ++e) {
-    plain.push_back({{"epoch", e}, {"train_acc", 0.2 * e}, {"test_acc", 0.2 * e + 0.01},
-                     {"train_loss", 2.0 / e}, {"test_loss", 1.9 / e}});
+    plain.push_back({{"epoch", e},
+                     {"train_acc", 0.2 * e},
+                     {"test_acc", 0.2 * e + 0.01},
+                     {"train_loss", 2.0 / e},
+                     {"test_loss", 1.9 / e}});
     averaged.push_back(plain.back());
     averaged.back()["test_acc_ema"] = 0.2 * e - 0.05;
     averaged.back()["test_loss_ema"] = 2.1 / e;
@@ -114,7 +124,8 @@ TEST(Viz, ManyCurvesGetTheirLegendBesideTheAxes) {
   // Eight rising curves (a comparison): the legend must not cover them, so it sits right of the
   // axes, where each curve's swatch is the only thing in its colour. (Three or more do.)
   Panel p{"test accuracy", "epoch", {}};
-  for (int i = 0; i < 8; ++i) p.curves.push_back({"model-" + std::to_string(i), {1, 2, 3}, {50.0 + i, 70.0 + i, 90.0 + i}, palette(i)});
+  for (int i = 0; i < 8; ++i)
+    p.curves.push_back({"model-" + std::to_string(i), {1, 2, 3}, {50.0 + i, 70.0 + i, 90.0 + i}, palette(i)});
   const Canvas c = render_panels({p}, "compare");
   ASSERT_GT(c.width(), 520);
   const int axes_right = c.width() - 15 - (Canvas::text_width("model-0") + 44);
@@ -136,9 +147,9 @@ bool nice_step(double v) {
 TEST(Viz, TicksAreRoundStepsAndWholeOnAWholeAxis) {
   EXPECT_EQ(nice_ticks(1, 3, true), (std::vector<double>{1, 2, 3}));  // epochs 1..3: not 1.5, 2.5
   EXPECT_EQ(nice_ticks(1, 2, true), (std::vector<double>{1, 2}));     // not 1.2, 1.4, ...
-  EXPECT_EQ(nice_ticks(0.5, 1.5, true), (std::vector<double>{1}));   // one epoch, padded
+  EXPECT_EQ(nice_ticks(0.5, 1.5, true), (std::vector<double>{1}));    // one epoch, padded
   EXPECT_EQ(nice_ticks(1, 3, false), (std::vector<double>{1, 1.5, 2, 2.5, 3}));
-  EXPECT_TRUE(nice_ticks(3, 3, true).empty());                        // an empty range
+  EXPECT_TRUE(nice_ticks(3, 3, true).empty());  // an empty range
   // Many ranges, whole and not: at most ten ticks, equally spaced by a nice step, inside the
   // range, and whole numbers on a whole axis.
   Rng rng(5);
@@ -178,8 +189,11 @@ TEST(Viz, EpochAxisTicksAtWholeEpochsOnly) {
   // line inside the accuracy panel (ticks at 1.5 and 2.5 would make three).
   std::vector<nlohmann::json> rows;
   for (int e = 1; e <= 3; ++e)
-    rows.push_back({{"epoch", e}, {"train_acc", 0.2 * e}, {"test_acc", 0.2 * e + 0.05},
-                    {"train_loss", 2.0 / e}, {"test_loss", 1.9 / e}});
+    rows.push_back({{"epoch", e},
+                    {"train_acc", 0.2 * e},
+                    {"test_acc", 0.2 * e + 0.05},
+                    {"train_loss", 2.0 / e},
+                    {"test_loss", 1.9 / e}});
   const Canvas c = render_training_curves(rows, "run");
   EXPECT_EQ(vertical_grid_lines(c, 72, 520 - 17), 1);
 }
@@ -234,7 +248,9 @@ TEST(Viz, SharedAxesPutEqualValuesAtEqualHeights) {
   const Canvas own = render_panels(panels, "own", 2), shared = render_panels(panels, "shared", 2, true);
   // Each curve's last point, its marker on the right edge of the axes (x = 505 in a 520-wide
   // panel), where no legend goes.
-  auto last_point = [](const Canvas& c, Rgb color, int panel) { return top_row(c, color, panel * 520 + 503, panel * 520 + 508); };
+  auto last_point = [](const Canvas& c, Rgb color, int panel) {
+    return top_row(c, color, panel * 520 + 503, panel * 520 + 508);
+  };
   EXPECT_NEAR(last_point(own, a, 0), last_point(own, b, 1), 3);
   EXPECT_GT(last_point(shared, b, 1) - last_point(shared, a, 0), 80);  // 60 against 90 of 6..94: 108 px
 }
@@ -242,8 +258,9 @@ TEST(Viz, SharedAxesPutEqualValuesAtEqualHeights) {
 TEST(Viz, ShortLegendAvoidsTheCurves) {
   // A curve that ends high on the right and one that ends low on the right: the right-hand
   // corners hold curve, the top-left corner is empty, so the legend goes there.
-  Panel p{"acc", "epoch", {{"up", {1, 2, 3, 4}, {10, 20, 60, 95}, palette(0)},
-                           {"down", {1, 2, 3, 4}, {30, 25, 12, 5}, palette(1)}}};
+  Panel p{"acc",
+          "epoch",
+          {{"up", {1, 2, 3, 4}, {10, 20, 60, 95}, palette(0)}, {"down", {1, 2, 3, 4}, {30, 25, 12, 5}, palette(1)}}};
   const Canvas c = render_panels({p}, "legend");
   // Swatches are 18×4 blocks of the curve colour; the top-left of the axes starts at x = 70.
   int left_swatch = 0;

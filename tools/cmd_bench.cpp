@@ -88,17 +88,22 @@ void add_bench(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "bench", "Measure an image model's training and inference speed: images/s, GFLOP/s, peak memory");
   auto* preset = sub->add_option("--preset", args->preset, "Image model preset (see `gmlp info --list`)");
-  auto* ckpt = sub->add_option("--checkpoint", args->checkpoint,
-                               "An image classifier checkpoint (.safetensors: gmlp train's, or a timm gMLP state_dict)");
+  auto* ckpt =
+      sub->add_option("--checkpoint", args->checkpoint,
+                      "An image classifier checkpoint (.safetensors: gmlp train's, or a timm gMLP state_dict)");
   preset->excludes(ckpt);
   sub->add_option("--batch-size", args->batch_size, "Batch of the training step and batched inference")
-      ->check(at_least(1))->capture_default_str();
+      ->check(at_least(1))
+      ->capture_default_str();
   sub->add_option("--warmup", args->warmup, "Untimed repetitions first")->check(at_least(0))->capture_default_str();
   sub->add_option("--reps", args->reps, "Timed repetitions (each >= 0.3 s)")->check(at_least(1))->capture_default_str();
   sub->add_flag("--json", args->json, "Print one JSON object");
   sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
-  sub->add_flag("--profile", args->profile, "Also print where the time of a training step, of batched inference and of batch-1 inference goes, per op");
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  sub->add_flag(
+      "--profile", args->profile,
+      "Also print where the time of a training step, of batched inference and of batch-1 inference goes, per op");
   add_threads_option(*sub, args->threads);
   sub->callback([args] {
     if (args->preset.empty() == args->checkpoint.empty())
@@ -181,12 +186,14 @@ void add_bench(CLI::App& app) {
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    std::printf("gmlp bench  %ld params, %.1f MFLOP/image, batch %ld, %d threads, %s\n",
-                long(model->num_params()), flops / 1e6, long(B), num_threads(), precision_name(precision));
-    std::printf("train step    %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", train.median, train.min, train.max, train_gflops);
-    std::printf("inference     %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", infer.median, infer.min, infer.max, infer_gflops);
-    std::printf("inference b=1 %9.1f images/s  [%.1f, %.1f]  (%.3f ms)\n", infer1.median, infer1.min,
-                infer1.max, 1e3 / infer1.median);
+    std::printf("gmlp bench  %ld params, %.1f MFLOP/image, batch %ld, %d threads, %s\n", long(model->num_params()),
+                flops / 1e6, long(B), num_threads(), precision_name(precision));
+    std::printf("train step    %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", train.median, train.min, train.max,
+                train_gflops);
+    std::printf("inference     %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", infer.median, infer.min, infer.max,
+                infer_gflops);
+    std::printf("inference b=1 %9.1f images/s  [%.1f, %.1f]  (%.3f ms)\n", infer1.median, infer1.min, infer1.max,
+                1e3 / infer1.median);
     std::printf("peak RSS      %9.1f MB\n", peak);
     if (args->profile) {
       print_profile(("a training step, batch " + std::to_string(B)).c_str(), prof_train);

@@ -68,20 +68,20 @@ std::string folder_name(std::string label) {
 std::string test_subset(const std::vector<Row>& rows) {
   for (const Row& r : rows)
     if (!r.metrics.empty())
-      return subset_label(r.metrics.back().value("test_count", int64_t{0}), r.metrics.back().value("test_total", int64_t{0}));
+      return subset_label(r.metrics.back().value("test_count", int64_t{0}),
+                          r.metrics.back().value("test_total", int64_t{0}));
   return "";
 }
 
 std::string markdown(const std::vector<Row>& rows, const TrainOptions& opt) {
   const bool ema = opt.ema_decay > 0;
   char line[512];
-  std::string md = std::string("| model | params | MFLOPs/image | train time | images/s | best test acc | final test acc |") +
-                   (ema ? " final test acc, EMA |\n" : "\n") + "|---|---:|---:|---:|---:|---:|---:|" +
-                   (ema ? "---:|\n" : "\n");
+  std::string md =
+      std::string("| model | params | MFLOPs/image | train time | images/s | best test acc | final test acc |") +
+      (ema ? " final test acc, EMA |\n" : "\n") + "|---|---:|---:|---:|---:|---:|---:|" + (ema ? "---:|\n" : "\n");
   for (const Row& r : rows) {
-    std::snprintf(line, sizeof line, "| %s | %.2fM | %.1f | %.1f min | %.0f | %.2f %% | %.2f %% |",
-                  r.label.c_str(), r.params / 1e6, r.mflops, r.seconds / 60, r.images_per_s,
-                  100 * r.best, 100 * r.final);
+    std::snprintf(line, sizeof line, "| %s | %.2fM | %.1f | %.1f min | %.0f | %.2f %% | %.2f %% |", r.label.c_str(),
+                  r.params / 1e6, r.mflops, r.seconds / 60, r.images_per_s, 100 * r.best, 100 * r.final);
     md += line;
     if (ema) std::snprintf(line, sizeof line, " %.2f %% |", 100 * r.final_ema), md += line;
     md += "\n";
@@ -89,8 +89,8 @@ std::string markdown(const std::vector<Row>& rows, const TrainOptions& opt) {
   std::snprintf(line, sizeof line,
                 "\n%d epochs each, batch %d, lr %g, weight decay %g, label smoothing %g, mixup %g, "
                 "cutmix %g, random erasing %g, seed %llu; train time excludes evaluation.",
-                opt.epochs, opt.batch_size, opt.lr, opt.weight_decay, opt.label_smoothing,
-                opt.mixup_alpha, opt.cutmix_alpha, opt.erase_prob, (unsigned long long)opt.seed);
+                opt.epochs, opt.batch_size, opt.lr, opt.weight_decay, opt.label_smoothing, opt.mixup_alpha,
+                opt.cutmix_alpha, opt.erase_prob, (unsigned long long)opt.seed);
   md += line;
   if (const std::string subset = test_subset(rows); !subset.empty())
     md += " Test accuracy on " + subset + " test images, drawn at random by the seed (--eval-limit).";
@@ -118,8 +118,9 @@ void write_figures(const std::vector<Row>& rows, const std::string& dir) {
   }
   viz::render_panels({all}, "gmlp compare").save_png((fs::path(dir) / "accuracy.png").string());
   // One quantity across models: the panels share their axes, so their heights compare.
-  viz::render_panels(each, subset.empty() ? "train and test accuracy" : "train and test accuracy (test: " + subset + " images)",
-                     3, true)
+  viz::render_panels(
+      each, subset.empty() ? "train and test accuracy" : "train and test accuracy (test: " + subset + " images)", 3,
+      true)
       .save_png((fs::path(dir) / "train_test.png").string());
 }
 
@@ -215,10 +216,15 @@ void add_compare(CLI::App& app) {
       write_file_atomic((fs::path(args->out) / "compare.md").string(), markdown(rows, job.options));
       nlohmann::json j = nlohmann::json::array();
       for (const Row& row : rows) {
-        j.push_back({{"label", row.label}, {"model", row.model}, {"params", row.params},
-                     {"mflops_per_image", row.mflops}, {"train_seconds", row.seconds},
-                     {"images_per_s", row.images_per_s}, {"best_test_acc", row.best},
-                     {"final_test_acc", row.final}, {"epochs", row.epochs}});
+        j.push_back({{"label", row.label},
+                     {"model", row.model},
+                     {"params", row.params},
+                     {"mflops_per_image", row.mflops},
+                     {"train_seconds", row.seconds},
+                     {"images_per_s", row.images_per_s},
+                     {"best_test_acc", row.best},
+                     {"final_test_acc", row.final},
+                     {"epochs", row.epochs}});
         if (job.options.ema_decay > 0) j.back()["final_test_acc_ema"] = row.final_ema;
         if (!row.metrics.empty()) {  // how many test images the accuracies are of
           j.back()["test_count"] = row.metrics.back().value("test_count", int64_t{0});

@@ -21,12 +21,11 @@ void check_same_classes(const std::vector<std::string>& trained, const std::vect
                         const std::string& checkpoint, const std::string& data_dir) {
   if (trained.empty() || trained == data) return;
   if (trained.size() != data.size())
-    fail("data '", data_dir, "' has ", data.size(), " classes, but '", checkpoint, "' was trained on ",
-         trained.size());
+    fail("data '", data_dir, "' has ", data.size(), " classes, but '", checkpoint, "' was trained on ", trained.size());
   for (size_t k = 0; k < data.size(); ++k)
     if (data[k] != trained[k])
-      fail("data '", data_dir, "' calls class ", k, " '", data[k], "', but '", checkpoint,
-           "' was trained with it as '", trained[k], "'");
+      fail("data '", data_dir, "' calls class ", k, " '", data[k], "', but '", checkpoint, "' was trained with it as '",
+           trained[k], "'");
 }
 }  // namespace
 
@@ -44,22 +43,28 @@ void add_eval(CLI::App& app) {
                   "An image classifier checkpoint (.safetensors: gmlp train's, or a timm gMLP state_dict)")
       ->required();
   sub->add_option("--split", args->split, "The split to evaluate: train or test")
-      ->check(CLI::IsMember({"train", "test"}))->capture_default_str();
+      ->check(CLI::IsMember({"train", "test"}))
+      ->capture_default_str();
   auto* limit = sub->add_option("--limit", args->limit, "Only the first N images, in file order (0: all)")
-      ->check(at_least(0))->capture_default_str();
+                    ->check(at_least(0))
+                    ->capture_default_str();
   auto* eval_limit = add_eval_limit_option(*sub, args->eval_limit, "images", false);
   sub->add_option("--seed", args->seed, "Seed of --eval-limit's draw (a run's --seed draws its subset)")
-      ->check(seed_value())->capture_default_str();
+      ->check(seed_value())
+      ->capture_default_str();
   auto* logits = sub->add_option("--logits", args->logits,
                                  "Write the logits as float32 .npy of shape [N, K], one row per image in file order");
   eval_limit->excludes(limit)->excludes(logits);
   sub->add_option("--batch-size", args->batch_size, "Images per forward pass (at most the images evaluated)")
-      ->check(at_least(1))->capture_default_str();
+      ->check(at_least(1))
+      ->capture_default_str();
   sub->add_option("--data-dir", args->data_dir, kDataDirHelp);
   sub->add_flag("--json", args->json, "Print one JSON object");
-  sub->add_flag("--tta-flip", args->tta_flip, "Average each image's logits with its mirror image's (test-time augmentation)");
+  sub->add_flag("--tta-flip", args->tta_flip,
+                "Average each image's logits with its mirror image's (test-time augmentation)");
   sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   add_threads_option(*sub, args->threads);
   sub->callback([args] {
     if (!args->logits.empty()) check_output_file(args->logits, "--logits");  // before the work
@@ -78,19 +83,19 @@ void add_eval(CLI::App& app) {
     if (!whole.empty()) std::fprintf(stderr, "gmlp: %s\n", whole.c_str());
     std::vector<float> logits;
     const EvalResult r = evaluate(*ck.model, set, ck.norm,
-                                  {.items = &items, .logits = args->logits.empty() ? nullptr : &logits,
-                                   .flip_tta = args->tta_flip, .progress = args->split.c_str()});
-    if (!args->logits.empty())
-      save_npy_f32(args->logits, logits.data(), {r.count, ck.config.num_classes});
+                                  {.items = &items,
+                                   .logits = args->logits.empty() ? nullptr : &logits,
+                                   .flip_tta = args->tta_flip,
+                                   .progress = args->split.c_str()});
+    if (!args->logits.empty()) save_npy_f32(args->logits, logits.data(), {r.count, ck.config.num_classes});
     if (args->json)
-      std::printf("{\"count\": %d, \"total\": %d, \"accuracy\": %.6f, \"loss\": %.6f, \"tta_flip\": %s, \"seconds\": %.3f}\n",
-                  r.count, r.total, r.accuracy, r.loss, args->tta_flip ? "true" : "false", r.seconds);
+      std::printf(
+          "{\"count\": %d, \"total\": %d, \"accuracy\": %.6f, \"loss\": %.6f, \"tta_flip\": %s, \"seconds\": %.3f}\n",
+          r.count, r.total, r.accuracy, r.loss, args->tta_flip ? "true" : "false", r.seconds);
     else
-      std::printf("%s %s%s: accuracy %.2f%% (%s images), loss %.4f, %.1f s\n",
-                  args->checkpoint.c_str(), args->split.c_str(), args->tta_flip ? " (flip TTA)" : "",
-                  100 * r.accuracy,
-                  (r.count < r.total ? subset_label(r.count, r.total) : thousands(r.count)).c_str(), r.loss,
-                  r.seconds);
+      std::printf("%s %s%s: accuracy %.2f%% (%s images), loss %.4f, %.1f s\n", args->checkpoint.c_str(),
+                  args->split.c_str(), args->tta_flip ? " (flip TTA)" : "", 100 * r.accuracy,
+                  (r.count < r.total ? subset_label(r.count, r.total) : thousands(r.count)).c_str(), r.loss, r.seconds);
   });
 }
 

@@ -19,7 +19,8 @@ namespace {
 
 std::string shape_str(const onnx::ValueInfo& v) {
   std::string s;
-  for (const onnx::Dim& d : v.shape) s += (s.empty() ? "" : ", ") + (d.param.empty() ? std::to_string(d.value) : d.param);
+  for (const onnx::Dim& d : v.shape)
+    s += (s.empty() ? "" : ", ") + (d.param.empty() ? std::to_string(d.value) : d.param);
   return v.name + " (" + s + ")";
 }
 
@@ -32,18 +33,21 @@ void add_export(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "export", "Write a checkpoint, image or text, as an ONNX model (eval mode, dynamic batch) for ONNX Runtime, OpenVINO, ...");
+      "export",
+      "Write a checkpoint, image or text, as an ONNX model (eval mode, dynamic batch) for ONNX Runtime, OpenVINO, ...");
   sub->add_option("--checkpoint", args->checkpoint,
-                  "A checkpoint (.safetensors): an image classifier (gmlp train's, or a timm gMLP state_dict) or a text model (gmlp pretrain's or finetune's)")
+                  "A checkpoint (.safetensors): an image classifier (gmlp train's, or a timm gMLP state_dict) or a "
+                  "text model (gmlp pretrain's or finetune's)")
       ->required();
   sub->add_option("--onnx", args->onnx, "The ONNX file to write (replaced if it exists)")->required();
   sub->add_option("--opset", args->opset,
                   "ONNX opset: the ops used mean the same in each; the oldest is read by the most runtimes")
       ->check(CLI::Range(kMinOpset, kMaxOpset))
       ->capture_default_str();
-  sub->add_option("--head", args->head,
-                  "Text models: the head the graph ends in: mlm (vocabulary logits at every position), classifier (the [CLS] "
-                  "head), or auto (classifier for a finetuned checkpoint, else mlm)")
+  sub->add_option(
+         "--head", args->head,
+         "Text models: the head the graph ends in: mlm (vocabulary logits at every position), classifier (the [CLS] "
+         "head), or auto (classifier for a finetuned checkpoint, else mlm)")
       ->check(CLI::IsMember({"auto", "mlm", "classifier"}))
       ->capture_default_str();
   sub->callback([args] {
@@ -61,8 +65,8 @@ void add_export(CLI::App& app) {
     if (kind == CheckpointKind::text) {
       const TextCheckpoint ck = load_text_checkpoint(args->checkpoint);
       const bool finetuned = ck.metadata.count("task") > 0;
-      const TextHead head = args->head == "classifier" || (args->head == "auto" && finetuned) ? TextHead::classifier
-                                                                                               : TextHead::mlm;
+      const TextHead head =
+          args->head == "classifier" || (args->head == "auto" && finetuned) ? TextHead::classifier : TextHead::mlm;
       if (head == TextHead::classifier && ck.config.num_classes == 0)
         fail("'", args->checkpoint, "' has no classification head (", described, "): export it with --head mlm");
       m = to_onnx(*ck.model, head, args->opset);

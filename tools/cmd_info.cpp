@@ -71,7 +71,8 @@ void print_run_record(const std::map<std::string, std::string>& meta, bool text)
     return;
   }
   const nlohmann::json o = t.value("options", nlohmann::json::object());
-  const nlohmann::json last = t.value("last", nlohmann::json::object()), best = t.value("best", nlohmann::json::object());
+  const nlohmann::json last = t.value("last", nlohmann::json::object()),
+                       best = t.value("best", nlohmann::json::object());
   auto str = [&](const char* key) { return o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : ""; };
   // What it was trained on.
   std::string what = std::to_string(t.value("epochs", 0)) + " epochs";
@@ -85,9 +86,9 @@ void print_run_record(const std::map<std::string, std::string>& meta, bool text)
     what += " on " + (str("data_dir").empty() ? std::string(data::kFashionMnistDir) : str("data_dir"));
   }
   if (const int limit = o.value("train_limit", 0); limit > 0)
-    what += !text ? " (its first " + thousands(limit) + " train images)"
-           : str("task").empty() ? " (its first " + thousands(limit) + " train sequences)"
-                                 : " (" + thousands(limit) + " train examples drawn by the seed)";
+    what += !text                 ? " (its first " + thousands(limit) + " train images)"
+            : str("task").empty() ? " (its first " + thousands(limit) + " train sequences)"
+                                  : " (" + thousands(limit) + " train examples drawn by the seed)";
   std::printf("trained          %s\n", what.c_str());
   // Its last epoch's figures, the best accuracy beside each where another epoch did better.
   std::vector<std::string> figures;
@@ -132,7 +133,10 @@ void print_run_record(const std::map<std::string, std::string>& meta, bool text)
     if (it->is_string() && it->get<std::string>().empty()) continue;
     char number[32];
     if (it->is_number_float()) std::snprintf(number, sizeof number, "%g", it->get<double>());
-    recipe.push_back(k + "=" + (it->is_string() ? it->get<std::string>() : it->is_number_float() ? number : it->dump()));
+    recipe.push_back(k + "=" +
+                     (it->is_string()         ? it->get<std::string>()
+                      : it->is_number_float() ? number
+                                              : it->dump()));
   }
   if (!recipe.empty()) print_wrapped("options", recipe);
 }
@@ -160,9 +164,8 @@ void print_text_info(const TextConfig& cfg, const std::map<std::string, std::str
     std::printf("%s\n", j.dump().c_str());
     return;
   }
-  std::printf("model            %s (text), vocabulary %d, %d tokens, %s\n", cfg.model.c_str(),
-              cfg.vocab_size, cfg.seq_len,
-              cfg.num_classes > 0 ? (std::to_string(cfg.num_classes) + " classes").c_str() : "MLM head");
+  std::printf("model            %s (text), vocabulary %d, %d tokens, %s\n", cfg.model.c_str(), cfg.vocab_size,
+              cfg.seq_len, cfg.num_classes > 0 ? (std::to_string(cfg.num_classes) + " classes").c_str() : "MLM head");
   std::printf("config           %s\n", cfg.to_json().dump().c_str());
   std::printf("params           %ld\n", long(model.num_trainable()));
   std::printf("flops per seq    %.4g (encoder forward, 2 per multiply-add)\n", model.flops_per_sequence());
@@ -171,9 +174,7 @@ void print_text_info(const TextConfig& cfg, const std::map<std::string, std::str
   if (tensors) print_tensors(model.params());
 }
 
-bool is_text_checkpoint(const std::string& path) {
-  return st::File::open(path).metadata().count("tokenizer") > 0;
-}
+bool is_text_checkpoint(const std::string& path) { return st::File::open(path).metadata().count("tokenizer") > 0; }
 
 bool is_text_preset(const std::string& name) {
   for (const TextPreset& p : text_presets())
@@ -190,7 +191,8 @@ void add_info(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "info", "Architecture, parameters and FLOPs of a preset or checkpoint; a checkpoint's classes and training record");
+      "info",
+      "Architecture, parameters and FLOPs of a preset or checkpoint; a checkpoint's classes and training record");
   auto* preset = sub->add_option("--preset", args->preset, "Model preset, image or text (see --list)");
   auto* ckpt = sub->add_option("--checkpoint", args->checkpoint, "Checkpoint (.safetensors), image or text");
   preset->excludes(ckpt);
@@ -237,8 +239,8 @@ void add_info(CLI::App& app) {
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    std::printf("model            %s, %d×%d×%d input, %d classes\n", cfg.model.c_str(),
-                cfg.in_chans, cfg.img_size, cfg.img_size, cfg.num_classes);
+    std::printf("model            %s, %d×%d×%d input, %d classes\n", cfg.model.c_str(), cfg.in_chans, cfg.img_size,
+                cfg.img_size, cfg.num_classes);
     std::printf("config           %s\n", cfg.to_json().dump().c_str());
     if (cfg.model != "cnn") std::printf("tokens           %d\n", cfg.tokens());
     std::printf("params           %ld\n", long(model.num_trainable()));

@@ -35,16 +35,22 @@ void add_lm_flags(CLI::App& sub, LmFlags& f, bool finetune) {
   sub.add_option("--mask-prob", o.mask_prob,
                  finetune ? "Share of tokens masked for --mlm-weight's loss (BERT: 0.15, of which 80/10/10)"
                           : "Share of tokens masked (BERT: 0.15, of which 80/10/10)")
-      ->check(real_in(0, 1, Ends::open_closed))->capture_default_str();
+      ->check(real_in(0, 1, Ends::open_closed))
+      ->capture_default_str();
   sub.add_option("--seed", o.seed,
                  finetune ? "Seed of the head's initialisation, order, --train-limit's and --eval-limit's draws"
                           : "Seed of initialisation, order, masking and --eval-limit's draw")
-      ->check(seed_value())->capture_default_str();
+      ->check(seed_value())
+      ->capture_default_str();
   sub.add_option("--train-limit", o.train_limit,
                  finetune ? "Train on N examples drawn at random, fixed by --seed (0: all)"
-                          : "Train on the first N sequences only (0: all)")->check(at_least(0))->capture_default_str();
-  add_eval_limit_option(sub, o.eval_limit, finetune ? "dev and test examples" : "dev sequences (and dev pairs, with --nsp)");
-  sub.add_option("--out", o.out_dir, "Run folder: checkpoint.safetensors, train_state.safetensors, metrics.jsonl")->capture_default_str();
+                          : "Train on the first N sequences only (0: all)")
+      ->check(at_least(0))
+      ->capture_default_str();
+  add_eval_limit_option(sub, o.eval_limit,
+                        finetune ? "dev and test examples" : "dev sequences (and dev pairs, with --nsp)");
+  sub.add_option("--out", o.out_dir, "Run folder: checkpoint.safetensors, train_state.safetensors, metrics.jsonl")
+      ->capture_default_str();
   sub.add_option("--resume", f.resume,
                  "Continue the run in this folder from its last checkpoint, with the run's own options "
                  "(--epochs may extend it)");
@@ -100,17 +106,22 @@ void add_text(CLI::App& app) {
     auto args = std::make_shared<Args>();
     args->f.opt.out_dir = "runs/pretrain";
     CLI::App* sub = app.add_subcommand("pretrain", "Pretrain a masked language model (the KJV by default)");
-    sub->add_option("--preset", args->preset, "Text model preset: kjv-gmlp, kjv-amlp, kjv-bert, kjv-bert-rel")->capture_default_str();
+    sub->add_option("--preset", args->preset, "Text model preset: kjv-gmlp, kjv-amlp, kjv-bert, kjv-bert-rel")
+        ->capture_default_str();
     sub->add_option("--set", args->f.sets, "Override a text config field, e.g. --set gate=additive --set depth=6");
-    sub->add_option("--corpus", args->f.opt.corpus, "A text file, one document per line, split by line index (default: the KJV)");
+    sub->add_option("--corpus", args->f.opt.corpus,
+                    "A text file, one document per line, split by line index (default: the KJV)");
     sub->add_option("--vocab-size", args->f.opt.vocab_size, "SentencePiece vocabulary, learned on the train split")
-        ->check(whole_in(text::Tokenizer::kNumReserved + 1, 1000000))->capture_default_str();
+        ->check(whole_in(text::Tokenizer::kNumReserved + 1, 1000000))
+        ->capture_default_str();
     sub->add_flag("--nsp", args->f.opt.nsp,
                   "Add BERT's next-sentence objective (the KJV): train on pairs of passages, half "
                   "of them with B from elsewhere, and a [CLS] head that tells them apart");
     sub->add_option("--nsp-negatives", args->f.opt.nsp_negatives,
                     "Where --nsp takes a negative's B: any book (BERT's rule), or the same book "
-                    "(next-verse's)")->check(CLI::IsMember({"any", "book"}))->capture_default_str();
+                    "(next-verse's)")
+        ->check(CLI::IsMember({"any", "book"}))
+        ->capture_default_str();
     add_lm_flags(*sub, args->f, false);
     sub->callback([args, sub] {
       set_threads(args->f.threads);
@@ -127,7 +138,8 @@ void add_text(CLI::App& app) {
       if (!args->f.run.epochs->count()) opt.epochs = p.epochs;
       if (!args->f.run.batch->count()) opt.batch_size = p.batch_size;
       if (!args->f.run.lr->count()) opt.lr = p.lr;
-      print_result("pretrain", pretrain(apply_text_sets(p.config, args->f.sets), opt, false, args->f.overwrite), opt.out_dir);
+      print_result("pretrain", pretrain(apply_text_sets(p.config, args->f.sets), opt, false, args->f.overwrite),
+                   opt.out_dir);
     });
   }
   {
@@ -149,22 +161,28 @@ void add_text(CLI::App& app) {
     sub->add_option("--seq-len", f->opt.seq_len,
                     "Finetune at a shorter length than pretraining: length-sized tensors keep their "
                     "leading block (0: the pretrained length)")
-        ->check(whole_in(0, 8192, "0: the pretrained length; else at least 3, 5 for next-verse"))->capture_default_str();
+        ->check(whole_in(0, 8192, "0: the pretrained length; else at least 3, 5 for next-verse"))
+        ->capture_default_str();
     sub->add_option("--segments", f->opt.segments,
                     "Segment (token-type) embeddings, BERT's marker of a pair's second segment: "
                     "auto (on for next-verse), on, off")
-        ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
+        ->check(CLI::IsMember({"auto", "on", "off"}))
+        ->capture_default_str();
     sub->add_option("--layer-decay", f->opt.layer_decay,
                     "Layer-wise learning-rate decay (ELECTRA, BEiT): block i of L learns at "
                     "decay^(L-i) times --lr, the embeddings at decay^(L+1), the head at --lr (1: off)")
-        ->check(real_in(0, 1, Ends::open_closed))->capture_default_str();
+        ->check(real_in(0, 1, Ends::open_closed))
+        ->capture_default_str();
     sub->add_option("--drop-path", f->opt.drop_path,
                     "Stochastic depth while finetuning (DeiT, BEiT: 0.1): the last block's rate, "
-                    "linear in depth from 0 at the first")->check(real_in(0, 1, Ends::closed_open))->capture_default_str();
+                    "linear in depth from 0 at the first")
+        ->check(real_in(0, 1, Ends::closed_open))
+        ->capture_default_str();
     sub->add_option("--mlm-weight", f->opt.mlm_weight,
                     "Keep the masked-token loss while finetuning, this weighted, beside the task's: "
                     "the inputs are masked as in pretraining (--mask-prob) (0: off)")
-        ->check(real_in(0, INFINITY))->capture_default_str();
+        ->check(real_in(0, INFINITY))
+        ->capture_default_str();
     add_lm_flags(*sub, *f, true);
     sub->callback([f, sub] {
       set_threads(f->threads);
@@ -215,7 +233,8 @@ void add_text(CLI::App& app) {
       for (int32_t id : tok.encode(rest)) ids.push_back(id);
       ids.push_back(text::Tokenizer::kSep);
       if (positions.empty()) fail("the text has no [MASK] to fill");
-      if (int(ids.size()) > N) fail("the text is ", ids.size(), " tokens with [CLS] and [SEP]; the model reads at most ", N);
+      if (int(ids.size()) > N)
+        fail("the text is ", ids.size(), " tokens with [CLS] and [SEP]; the model reads at most ", N);
       ids.resize(size_t(N), text::Tokenizer::kPad);
       ck.model->plan(1, Mode::infer);
       ck.model->encode(ids.data(), 1);

@@ -1,8 +1,8 @@
 // gmlp train: trains an image classifier (Fashion-MNIST, CIFAR-10 or an image folder) from a
 // preset, or resumes a run.
 // The training flags are shared with gmlp compare (add_train_flags / resolve_training).
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "commands.h"
@@ -39,8 +39,8 @@ const TextPreset& text_preset(const std::string& name) {
 }
 
 CLI::Option* add_eval_limit_option(CLI::App& sub, int& limit, const std::string& items, bool training) {
-  const std::string which = training ? ", the same every epoch so curves compare"
-                                     : ": the ones train --eval-limit N --seed S evaluated on";
+  const std::string which =
+      training ? ", the same every epoch so curves compare" : ": the ones train --eval-limit N --seed S evaluated on";
   return sub
       .add_option("--eval-limit", limit,
                   "Evaluate on N " + items + " drawn at random, fixed by --seed" + which +
@@ -60,14 +60,23 @@ RunFlags add_run_flags(CLI::App& sub, RunOptions& o, const std::string& items, b
   sub.add_option("--grad-accum", o.grad_accum,
                  "Split each step's batch into this many micro-batches, run one after another, whose "
                  "gradients are averaged: the same step in less memory (a divisor of --batch-size)")
-      ->check(at_least(1))->capture_default_str();
+      ->check(at_least(1))
+      ->capture_default_str();
   f.lr = shown(sub.add_option("--lr", o.lr), "Peak learning rate")->check(real_in(0, INFINITY));
-  f.wd = shown(sub.add_option("--weight-decay", o.weight_decay), "AdamW decoupled weight decay")->check(real_in(0, INFINITY));
-  sub.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->check(real_in(0, INFINITY))->capture_default_str();
-  sub.add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")->check(real_in(0, INFINITY))->capture_default_str();
-  sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")->check(real_in(0, INFINITY))->capture_default_str();
+  f.wd = shown(sub.add_option("--weight-decay", o.weight_decay), "AdamW decoupled weight decay")
+             ->check(real_in(0, INFINITY));
+  sub.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")
+      ->check(real_in(0, INFINITY))
+      ->capture_default_str();
+  sub.add_option("--warmup-epochs", o.warmup_epochs, "Linear warmup length in epochs")
+      ->check(real_in(0, INFINITY))
+      ->capture_default_str();
+  sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")
+      ->check(real_in(0, INFINITY))
+      ->capture_default_str();
   sub.add_option("--precision", o.precision, "Matrix products: f32, or bf16 (fp32 accumulation and master weights)")
-      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   return f;
 }
 
@@ -75,22 +84,45 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
   TrainOptions& o = f.opt;
   const auto closed = Ends::closed, below_one = Ends::closed_open;
   f.run = add_run_flags(sub, o, "Images", true);
-  sub.add_option("--label-smoothing", o.label_smoothing, "Label smoothing (DeiT 0.1)")->check(real_in(0, 1, below_one))->capture_default_str();
-  sub.add_option("--crop-padding", o.crop_padding, "Random-crop padding in pixels (0: off)")->check(whole_in(0, 4096))->capture_default_str();
-  sub.add_flag_callback("--no-hflip", [&o] { o.hflip = false; }, "Disable random horizontal flips");
-  sub.add_option("--mixup", o.mixup_alpha, "Mixup: λ ~ Beta(α, α) (0: off; DeiT 0.8)")->check(real_in(0, 1000, closed))->capture_default_str();
-  sub.add_option("--cutmix", o.cutmix_alpha, "CutMix: λ ~ Beta(α, α) (0: off; DeiT 1.0)")->check(real_in(0, 1000, closed))->capture_default_str();
-  sub.add_option("--mix-prob", o.mix_prob, "Chance a batch is mixed when Mixup or CutMix is on (DeiT 1.0)")->check(real_in(0, 1))->capture_default_str();
-  sub.add_option("--switch-prob", o.switch_prob, "Chance of CutMix rather than Mixup when both are on (DeiT 0.5)")->check(real_in(0, 1))->capture_default_str();
-  sub.add_option("--random-erase", o.erase_prob, "Random erasing probability per image (0: off; DeiT 0.25)")->check(real_in(0, 1))->capture_default_str();
-  sub.add_option("--ema", o.ema_decay, "Keep a moving average of the weights with this decay per step, evaluated each epoch and saved as checkpoint_ema.safetensors (0: off; DeiT 0.99996)")
-      ->check(real_in(0, 1, below_one))->capture_default_str();
-  sub.add_option("--drop-path", f.drop_path, "Stochastic depth of the last block, linear in depth from 0 (default: the preset's; DeiT-S 0.1)")
+  sub.add_option("--label-smoothing", o.label_smoothing, "Label smoothing (DeiT 0.1)")
+      ->check(real_in(0, 1, below_one))
+      ->capture_default_str();
+  sub.add_option("--crop-padding", o.crop_padding, "Random-crop padding in pixels (0: off)")
+      ->check(whole_in(0, 4096))
+      ->capture_default_str();
+  sub.add_flag_callback(
+      "--no-hflip", [&o] { o.hflip = false; }, "Disable random horizontal flips");
+  sub.add_option("--mixup", o.mixup_alpha, "Mixup: λ ~ Beta(α, α) (0: off; DeiT 0.8)")
+      ->check(real_in(0, 1000, closed))
+      ->capture_default_str();
+  sub.add_option("--cutmix", o.cutmix_alpha, "CutMix: λ ~ Beta(α, α) (0: off; DeiT 1.0)")
+      ->check(real_in(0, 1000, closed))
+      ->capture_default_str();
+  sub.add_option("--mix-prob", o.mix_prob, "Chance a batch is mixed when Mixup or CutMix is on (DeiT 1.0)")
+      ->check(real_in(0, 1))
+      ->capture_default_str();
+  sub.add_option("--switch-prob", o.switch_prob, "Chance of CutMix rather than Mixup when both are on (DeiT 0.5)")
+      ->check(real_in(0, 1))
+      ->capture_default_str();
+  sub.add_option("--random-erase", o.erase_prob, "Random erasing probability per image (0: off; DeiT 0.25)")
+      ->check(real_in(0, 1))
+      ->capture_default_str();
+  sub.add_option("--ema", o.ema_decay,
+                 "Keep a moving average of the weights with this decay per step, evaluated each epoch and saved as "
+                 "checkpoint_ema.safetensors (0: off; DeiT 0.99996)")
+      ->check(real_in(0, 1, below_one))
+      ->capture_default_str();
+  sub.add_option("--drop-path", f.drop_path,
+                 "Stochastic depth of the last block, linear in depth from 0 (default: the preset's; DeiT-S 0.1)")
       ->check(real_in(0, 1, below_one));
-  sub.add_option("--set", f.sets, "Override a model config field, e.g. --set gate=additive --set dim=96 (see `gmlp info --json`)");
+  sub.add_option("--set", f.sets,
+                 "Override a model config field, e.g. --set gate=additive --set dim=96 (see `gmlp info --json`)");
   sub.add_option("--seed", o.seed, "Seed of initialisation, order, augmentation and --eval-limit's draw")
-      ->check(seed_value())->capture_default_str();
-  sub.add_option("--train-limit", o.train_limit, "Train on the first N images only (0: all)")->check(at_least(0))->capture_default_str();
+      ->check(seed_value())
+      ->capture_default_str();
+  sub.add_option("--train-limit", o.train_limit, "Train on the first N images only (0: all)")
+      ->check(at_least(0))
+      ->capture_default_str();
   add_eval_limit_option(sub, o.eval_limit, "test images");
   sub.add_option("--data-dir", o.data_dir, kDataDirHelp);
 }
@@ -160,8 +192,8 @@ void check_resume_flags(const CLI::App& sub, const std::vector<std::string>& hon
     for (size_t i = 1; i < honoured.size(); ++i)
       list += (i == 1 ? "" : i + 1 == honoured.size() ? " and " : ", ") + honoured[i];
     throw CLI::ValidationError(name, "cannot be given with " + honoured.front() +
-                                         ", which continues the run with its own options (with it, only " +
-                                         list + " apply)");
+                                         ", which continues the run with its own options (with it, only " + list +
+                                         " apply)");
   }
 }
 
@@ -177,7 +209,9 @@ void add_train(CLI::App& app) {
       "train", "Train an image classifier on Fashion-MNIST, CIFAR-10 or an image folder (--data-dir), or resume a run");
   sub->add_option("--preset", args->preset, "Model preset (see `gmlp info --list`)")->capture_default_str();
   add_train_flags(*sub, args->flags);
-  sub->add_option("--out", args->flags.opt.out_dir, "Run folder: checkpoint.safetensors, train_state.safetensors, metrics.jsonl")->capture_default_str();
+  sub->add_option("--out", args->flags.opt.out_dir,
+                  "Run folder: checkpoint.safetensors, train_state.safetensors, metrics.jsonl")
+      ->capture_default_str();
   sub->add_option("--resume", args->resume,
                   "Continue the run in this folder from its last checkpoint, with the run's own options "
                   "(--epochs may extend it)");
@@ -191,17 +225,16 @@ void add_train(CLI::App& app) {
       opt.out_dir = args->resume;
       if (!args->flags.run.epochs->count()) opt.epochs = 0;  // keep the run's own
       const TrainResult r = train(ModelConfig{}, opt, true);
-      std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d more epoch%s in %.0f s\n",
-                  100 * r.final_test_acc, 100 * r.best_test_acc, ema_summary(r).c_str(),
-                  r.epochs_run, r.epochs_run == 1 ? "" : "s", r.seconds);
+      std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d more epoch%s in %.0f s\n", 100 * r.final_test_acc,
+                  100 * r.best_test_acc, ema_summary(r).c_str(), r.epochs_run, r.epochs_run == 1 ? "" : "s", r.seconds);
       return;
     }
     auto [cfg, opt] = resolve_training(image_preset(args->preset), args->flags);
     opt.preset = args->preset;
     const TrainResult r = train(cfg, opt, false, args->overwrite);
-    std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d epoch%s in %.0f s; run in %s\n",
-                100 * r.final_test_acc, 100 * r.best_test_acc, ema_summary(r).c_str(),
-                r.epochs_run, r.epochs_run == 1 ? "" : "s", r.seconds, opt.out_dir.c_str());
+    std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d epoch%s in %.0f s; run in %s\n", 100 * r.final_test_acc,
+                100 * r.best_test_acc, ema_summary(r).c_str(), r.epochs_run, r.epochs_run == 1 ? "" : "s", r.seconds,
+                opt.out_dir.c_str());
   });
 }
 

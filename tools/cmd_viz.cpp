@@ -26,7 +26,8 @@ void add_viz(CLI::App& app) {
   sub->add_option("--color-scale", args->color_scale,
                   "Colours of the spatial weights: tile (each tile by its own largest |w|: shapes) or "
                   "shared (one scale for the whole matrix: magnitudes)")
-      ->check(CLI::IsMember({"tile", "shared"}))->capture_default_str();
+      ->check(CLI::IsMember({"tile", "shared"}))
+      ->capture_default_str();
   sub->add_option("--metrics", args->metrics,
                   "Runs' metrics.jsonl: one draws its accuracy and loss against epoch (curves.png); several "
                   "draw their test accuracy, or dev loss when pretraining, on shared axes (runs.png)");
@@ -48,8 +49,10 @@ void add_viz(CLI::App& app) {
     if (!args->checkpoint.empty()) {
       ck = load_checkpoint(args->checkpoint);
       const ModelConfig& cfg = ck.config;
-      if (cfg.model == "resmlp") matrix = ".linear_tokens.weight";
-      else if (cfg.model == "gmlp" || cfg.model == "amlp") matrix = ".mlp_channels.gate.proj.weight";
+      if (cfg.model == "resmlp")
+        matrix = ".linear_tokens.weight";
+      else if (cfg.model == "gmlp" || cfg.model == "amlp")
+        matrix = ".mlp_channels.gate.proj.weight";
       else
         fail("checkpoint '", args->checkpoint, "' is a ", cfg.model,
              ", which has no N×N spatial matrix to draw (gmlp, amlp and resmlp have one)");
@@ -73,8 +76,8 @@ void add_viz(CLI::App& app) {
       const ParamInfo& p = ck.model->param("blocks." + std::to_string(b) + matrix);
       const std::string path = out("spatial_block" + std::to_string(b) + ".png");
       viz::render_spatial_weights(ck.model->weights() + p.offset, cfg.grid(),
-                                  "block " + std::to_string(b) + ": rows of W on the " +
-                                      std::to_string(cfg.grid()) + "x" + std::to_string(cfg.grid()) + " patch grid",
+                                  "block " + std::to_string(b) + ": rows of W on the " + std::to_string(cfg.grid()) +
+                                      "x" + std::to_string(cfg.grid()) + " patch grid",
                                   args->color_scale == "shared" ? viz::ColorScale::shared : viz::ColorScale::tile)
           .save_png(path);
       std::printf("%s\n", path.c_str());

@@ -28,8 +28,8 @@ bool given(const CLI::Option& opt, const std::vector<std::string>& args) {
 }
 
 // One JSON value as the argument(s) of option `flag` (e.g. "--epochs").
-void append(std::vector<std::string>& out, const std::string& flag, const CLI::Option& opt,
-            const nlohmann::json& v, const std::string& path, const std::string& key) {
+void append(std::vector<std::string>& out, const std::string& flag, const CLI::Option& opt, const nlohmann::json& v,
+            const std::string& path, const std::string& key) {
   const bool is_flag = opt.get_expected_min() == 0;
   if (v.is_array()) {
     for (const auto& e : v) append(out, flag, opt, e, path, key);
@@ -49,8 +49,9 @@ void append(std::vector<std::string>& out, const std::string& flag, const CLI::O
 
 void add_config_option(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({}))
-    sub->add_option("--config", "JSON file of options keyed by their long names, e.g. "
-                                "{\"epochs\": 30, \"set\": [\"gate=additive\"]}; the command line wins")
+    sub->add_option("--config",
+                    "JSON file of options keyed by their long names, e.g. "
+                    "{\"epochs\": 30, \"set\": [\"gate=additive\"]}; the command line wins")
         ->type_name("FILE")
         ->expected(1);
 }
@@ -74,8 +75,8 @@ std::vector<std::string> expand_config(const CLI::App& app, std::vector<std::str
   nlohmann::json config;
   try {
     const auto limit_depth = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
-      if (depth >= kMaxConfigDepth && (event == nlohmann::json::parse_event_t::object_start ||
-                                       event == nlohmann::json::parse_event_t::array_start))
+      if (depth >= kMaxConfigDepth &&
+          (event == nlohmann::json::parse_event_t::object_start || event == nlohmann::json::parse_event_t::array_start))
         fail("failed to read config '", path, "': expected JSON nested at most ", kMaxConfigDepth,
              " levels deep, found deeper nesting");
       return true;

@@ -41,22 +41,25 @@ int report_stop(const gmlp::Interrupted& stop, int argc, char** argv) {
     std::fprintf(stderr, "gmlp: stopped by %s: '%s' keeps every finished run and epoch; continue with: %s\n", sig,
                  stop.dir.c_str(), again.c_str());
   else if (stop.epoch == 0)
-    std::fprintf(stderr, "gmlp: stopped by %s before the first epoch ended, nothing saved; start again with: %s\n",
-                 sig, again.c_str());
+    std::fprintf(stderr, "gmlp: stopped by %s before the first epoch ended, nothing saved; start again with: %s\n", sig,
+                 again.c_str());
   else
-    std::fprintf(stderr, "gmlp: stopped by %s: epoch %d of %d is saved in '%s'; continue with: %s\n", sig,
-                 stop.epoch, stop.epochs, stop.dir.c_str(), again.c_str());
+    std::fprintf(stderr, "gmlp: stopped by %s: epoch %d of %d is saved in '%s'; continue with: %s\n", sig, stop.epoch,
+                 stop.epochs, stop.dir.c_str(), again.c_str());
   return 128 + stop.signal;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"gmlp: gMLP and aMLP (\"Pay Attention to MLPs\") and the models they are compared with, for images and text, in C++ on the CPU"};
+  CLI::App app{
+      "gmlp: gMLP and aMLP (\"Pay Attention to MLPs\") and the models they are compared with, for images and text, in "
+      "C++ on the CPU"};
   app.require_subcommand(1);
   // Version, commit, compiler, build, CPU features: what a bug report needs, in three lines.
-  app.set_version_flag("--version", [] { return gmlp::version_report(); },
-                       "Print the version, the build and this CPU's features, then exit");
+  app.set_version_flag(
+      "--version", [] { return gmlp::version_report(); },
+      "Print the version, the build and this CPU's features, then exit");
   gmlp::cli::add_commands(app);
   app.name(argv[0]);
   try {

@@ -65,10 +65,9 @@ CLI::Validator whole_in(long long min, long long max, const std::string& hint) {
 CLI::Validator real_in(double lo, double hi, Ends ends, const std::string& hint) {
   const bool lo_open = ends == Ends::open || ends == Ends::open_closed;
   const bool hi_open = ends == Ends::open || ends == Ends::closed_open;
-  const std::string expected =
-      std::isinf(hi) ? std::string("a finite number ") + (lo_open ? "> " : ">= ") + bound(lo)
-                     : std::string("a number in ") + (lo_open ? "(" : "[") + bound(lo) + ", " + bound(hi) +
-                           (hi_open ? ")" : "]");
+  const std::string expected = std::isinf(hi) ? std::string("a finite number ") + (lo_open ? "> " : ">= ") + bound(lo)
+                                              : std::string("a number in ") + (lo_open ? "(" : "[") + bound(lo) + ", " +
+                                                    bound(hi) + (hi_open ? ")" : "]");
   return CLI::Validator(
       [=](std::string& value) -> std::string {
         char* end = nullptr;
@@ -83,8 +82,8 @@ CLI::Validator real_in(double lo, double hi, Ends ends, const std::string& hint)
 CLI::Validator seed_value() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
-        const bool digits = !value.empty() && value.size() <= 20 &&
-                            value.find_first_not_of("0123456789") == std::string::npos;
+        const bool digits =
+            !value.empty() && value.size() <= 20 && value.find_first_not_of("0123456789") == std::string::npos;
         if (digits && (value.size() < 20 || value <= "18446744073709551615")) return "";
         return "expected a whole number in 0..18446744073709551615, found '" + value + "'";
       },

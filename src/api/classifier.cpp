@@ -60,8 +60,7 @@ std::vector<Prediction> Classifier::classify(const float* pixels, int top) {
   std::vector<int> order(K);
   std::iota(order.begin(), order.end(), 0);
   top = std::clamp(top, 1, K);
-  std::partial_sort(order.begin(), order.begin() + top, order.end(),
-                    [&](int a, int b) { return probs[a] > probs[b]; });
+  std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int a, int b) { return probs[a] > probs[b]; });
   std::vector<Prediction> out;
   for (int i = 0; i < top; ++i) {
     const int k = order[i];

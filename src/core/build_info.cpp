@@ -52,8 +52,10 @@ std::string version_report() {
 
   const CpuFeatures& cpu = cpu_features();
   std::string features;
-  for (auto [has, name] : {std::pair{cpu.avx2, "avx2"}, {cpu.avx512f, "avx512f"},
-                           {cpu.avx512_bf16, "avx512_bf16"}, {cpu.amx_bf16, "amx_bf16"}})
+  for (auto [has, name] : {std::pair{cpu.avx2, "avx2"},
+                           {cpu.avx512f, "avx512f"},
+                           {cpu.avx512_bf16, "avx512_bf16"},
+                           {cpu.amx_bf16, "amx_bf16"}})
     if (has) features += cat(features.empty() ? "" : " ", name);
   if (features.empty()) features = "no avx2";
   // oneDNN picks AMX over AVX512-BF16 when both are there; without either, bf16 runs as f32.
@@ -63,8 +65,8 @@ std::string version_report() {
   s += cat("cpu: ", cpu.name, "; ", features, "; bf16 matmul: ", bf16, "\n");
 
   const dnnl_version_t* v = dnnl_version();
-  s += cat("oneDNN ", v->major, ".", v->minor, ".", v->patch, " (",
-           onednn_isa_name(dnnl_get_effective_cpu_isa()), "), ", num_threads(), " threads");
+  s += cat("oneDNN ", v->major, ".", v->minor, ".", v->patch, " (", onednn_isa_name(dnnl_get_effective_cpu_isa()),
+           "), ", num_threads(), " threads");
   return s;
 }
 

@@ -49,9 +49,9 @@ CpuFeatures detect() {
   CpuFeatures f;
   f.name = brand_string();
   const uint64_t xcr0 = os_saved_state();
-  const bool os_avx = (xcr0 & 0x6) == 0x6;                  // XMM and YMM
-  const bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;   // opmask, ZMM upper halves, ZMM16-31
-  const bool os_amx = (xcr0 & 0x60000) == 0x60000;          // tile config and tile data
+  const bool os_avx = (xcr0 & 0x6) == 0x6;                 // XMM and YMM
+  const bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM upper halves, ZMM16-31
+  const bool os_amx = (xcr0 & 0x60000) == 0x60000;         // tile config and tile data
   if (cpuid(0).a < 7) return f;
   const Regs l7 = cpuid(7, 0);
   f.avx2 = os_avx && (l7.b & (1u << 5));

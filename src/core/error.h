@@ -28,9 +28,8 @@ template <class... Args>
 
 }  // namespace gmlp
 
-#define GMLP_CHECK(cond)                                                                    \
-  do {                                                                                      \
-    if (!(cond))                                                                            \
-      throw ::gmlp::Error(::gmlp::cat("internal error at ", __FILE__, ":", __LINE__,        \
-                                      ": check failed: ", #cond));                          \
+#define GMLP_CHECK(cond)                                                                                          \
+  do {                                                                                                            \
+    if (!(cond))                                                                                                  \
+      throw ::gmlp::Error(::gmlp::cat("internal error at ", __FILE__, ":", __LINE__, ": check failed: ", #cond)); \
   } while (0)

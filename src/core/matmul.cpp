@@ -57,8 +57,7 @@ Engine& engine() {
 
 // A rows×cols matrix (row stride ld) as a oneDNN memory descriptor of the *logical* shape
 // (M×K for A, K×N for B): transposition is only a change of strides.
-dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, int64_t ld, bool trans,
-                               dnnl::memory::data_type dt) {
+dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, int64_t ld, bool trans, dnnl::memory::data_type dt) {
   // Stored matrix: (trans ? cols×rows : rows×cols) with row stride ld.
   const dnnl::memory::dims dims = {rows, cols};
   const dnnl::memory::dims strides = trans ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1};
@@ -107,9 +106,8 @@ namespace {
 
 // C = op(A)·op(B) (+ C) in bf16 × bf16 → f32 by a oneDNN matmul primitive, created on first use
 // of a shape and cached. A, B are bf16 (uint16) matrices; strides describe them as stored.
-void run_primitive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                   const void* A, int64_t lda, const void* B, int64_t ldb, bool accumulate,
-                   float* C, int64_t ldc) {
+void run_primitive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
+                   const void* B, int64_t ldb, bool accumulate, float* C, int64_t ldc) {
   Engine& e = engine();
   const Key key{trans_a, trans_b, accumulate, M, N, K, lda, ldb, ldc};
   auto it = e.cache.find(key);
@@ -125,8 +123,8 @@ void run_primitive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
       attr.set_post_ops(ops);
     }
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, e.eng);
-    Cached entry{dnnl::matmul(pd), dnnl::memory(a, e.eng, DNNL_MEMORY_NONE),
-                 dnnl::memory(b, e.eng, DNNL_MEMORY_NONE), dnnl::memory(c, e.eng, DNNL_MEMORY_NONE)};
+    Cached entry{dnnl::matmul(pd), dnnl::memory(a, e.eng, DNNL_MEMORY_NONE), dnnl::memory(b, e.eng, DNNL_MEMORY_NONE),
+                 dnnl::memory(c, e.eng, DNNL_MEMORY_NONE)};
     it = e.cache.emplace(key, std::move(entry)).first;
   }
   Cached& m = it->second;
@@ -134,8 +132,7 @@ void run_primitive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
   m.b.set_data_handle(const_cast<void*>(B));
   m.c.set_data_handle(C);
   // The C API takes the arguments as an array: no map is built per call.
-  const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, m.a.get()}, {DNNL_ARG_WEIGHTS, m.b.get()},
-                                   {DNNL_ARG_DST, m.c.get()}};
+  const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, m.a.get()}, {DNNL_ARG_WEIGHTS, m.b.get()}, {DNNL_ARG_DST, m.c.get()}};
   GMLP_CHECK(dnnl_primitive_execute(m.prim.get(), e.stream.get(), 3, args) == dnnl_success);
   GMLP_CHECK(dnnl_stream_wait(e.stream.get()) == dnnl_success);
 }
@@ -150,12 +147,12 @@ void run_primitive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
 constexpr int64_t kChunk = 512;
 
 bool split_k_pays(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int threads) {
-  return !trans_a && trans_b && threads > 1 && !omp_in_parallel() && M * N <= 256 * 256 &&
-         K >= 8 * std::max(M, N) && K >= 2 * kChunk;
+  return !trans_a && trans_b && threads > 1 && !omp_in_parallel() && M * N <= 256 * 256 && K >= 8 * std::max(M, N) &&
+         K >= 2 * kChunk;
 }
 
-void matmul_split_k(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-                    int64_t ldb, float beta, float* C, int64_t ldc) {
+void matmul_split_k(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                    float beta, float* C, int64_t ldc) {
   const int threads = omp_get_max_threads();
   std::vector<float>& sums = engine().scratch_sums;
   if (sums.size() < size_t(threads * M * N)) sums.resize(size_t(threads * M * N));
@@ -171,8 +168,7 @@ void matmul_split_k(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda
       const int64_t k0 = c * kChunk, w = std::min(kChunk, K - k0);
       for (int64_t i = 0; i < M; ++i) std::memcpy(&a[i * w], A + i * lda + k0, w * sizeof(float));
       for (int64_t j = 0; j < N; ++j) std::memcpy(&b[j * w], B + j * ldb + k0, w * sizeof(float));
-      GMLP_CHECK(dnnl_sgemm('N', 'T', M, N, w, 1.f, a.data(), w, b.data(), w, sum_beta, sum, N) ==
-                 dnnl_success);
+      GMLP_CHECK(dnnl_sgemm('N', 'T', M, N, w, 1.f, a.data(), w, b.data(), w, sum_beta, sum, N) == dnnl_success);
       sum_beta = 1.f;
     }
     if (sum_beta == 0.f) std::fill(sum, sum + M * N, 0.f);  // more threads than chunks
@@ -189,8 +185,8 @@ void matmul_split_k(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda
 }  // namespace
 
 template <>
-void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
-                   int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   GMLP_CHECK(beta == 0.f || beta == 1.f);
   if (K == 0) {  // an empty sum: C = beta·C
@@ -202,12 +198,11 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     // oneDNN's sgemm measured faster than a cached f32 primitive on our shapes, small and large.
     // A product too small to pay for waking the other threads runs on this one.
     const int threads = omp_get_max_threads();
-    if (split_k_pays(trans_a, trans_b, M, N, K, threads))
-      return matmul_split_k(M, N, K, A, lda, B, ldb, beta, C, ldc);
+    if (split_k_pays(trans_a, trans_b, M, N, K, threads)) return matmul_split_k(M, N, K, A, lda, B, ldb, beta, C, ldc);
     const bool serial = M * N * K <= kSerialProduct && threads > 1;
     if (serial) omp_set_num_threads(1);
-    const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, 1.f, A,
-                                        lda, B, ldb, beta, C, ldc);
+    const dnnl_status_t st =
+        dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
     if (serial) omp_set_num_threads(threads);
     GMLP_CHECK(st == dnnl_success);
     return;
@@ -220,14 +215,12 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   if (e.scratch_b.size() < size_t(b_rows * b_cols)) e.scratch_b.resize(b_rows * b_cols);
   to_bf16(e.scratch_a.data(), A, a_rows, a_cols, lda);
   to_bf16(e.scratch_b.data(), B, b_rows, b_cols, ldb);
-  run_primitive(trans_a, trans_b, M, N, K, e.scratch_a.data(), a_cols, e.scratch_b.data(),
-                b_cols, beta != 0.f, C, ldc);
+  run_primitive(trans_a, trans_b, M, N, K, e.scratch_a.data(), a_cols, e.scratch_b.data(), b_cols, beta != 0.f, C, ldc);
 }
 
 template <>
-void matmul<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const double* A,
-                    int64_t lda, const double* B, int64_t ldb, double beta, double* C,
-                    int64_t ldc) {
+void matmul<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
+                    const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {

@@ -1,9 +1,9 @@
 // The one seam for matrix products. Row-major, BLAS-style:
 //   C (M×N, ldc) = op(A) · op(B) + beta · C,   op(A): M×K, op(B): K×N,  beta ∈ {0, 1}
 // beta = 1 accumulates (backward passes add into gradients). float in f32 precision goes to
-// oneDNN's sgemm (single-threaded when the product is tiny). In bf16 precision the operands are rounded to bfloat16 (to nearest even) and multiplied
-// by a bf16 primitive that accumulates in fp32 into the fp32 C: what AVX512-BF16 and AMX execute
-// natively. double (finite-difference tests only) is a plain loop.
+// oneDNN's sgemm (single-threaded when the product is tiny). In bf16 precision the operands are rounded to bfloat16 (to
+// nearest even) and multiplied by a bf16 primitive that accumulates in fp32 into the fp32 C: what AVX512-BF16 and AMX
+// execute natively. double (finite-difference tests only) is a plain loop.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,7 @@ Precision use_precision(const std::string& name);
 const char* precision_name(Precision p);
 
 template <class T>
-void matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
-            const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
+void matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+            int64_t ldb, T beta, T* C, int64_t ldc);
 
 }  // namespace gmlp

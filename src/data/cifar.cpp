@@ -43,8 +43,8 @@ void append_batch(ImageSet& set, const fs::path& path) {
   const uintmax_t size = fs::file_size(path, ec);
   if (ec) fail("failed to load CIFAR-10 batch '", path.string(), "': ", ec.message());
   if (size == 0 || size % kRecordBytes != 0)
-    fail("failed to load CIFAR-10 batch '", path.string(), "': ", size,
-         " bytes is not a whole number of ", kRecordBytes, "-byte records");
+    fail("failed to load CIFAR-10 batch '", path.string(), "': ", size, " bytes is not a whole number of ",
+         kRecordBytes, "-byte records");
   const std::string bytes = read_file(path.string(), kMaxFileBytes);
   if (bytes.size() != size)
     fail("failed to load CIFAR-10 batch '", path.string(), "': its size changed while it was read");

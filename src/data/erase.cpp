@@ -8,8 +8,7 @@ namespace gmlp::data {
 
 bool random_erase(float* image, int C, int S, const EraseConfig& cfg, Rng& rng, PixelBox* box) {
   GMLP_CHECK(C > 0 && S > 0);
-  if (!(cfg.prob >= 0 && cfg.prob <= 1))
-    fail("random erasing probability must lie in [0, 1], got ", cfg.prob);
+  if (!(cfg.prob >= 0 && cfg.prob <= 1)) fail("random erasing probability must lie in [0, 1], got ", cfg.prob);
   if (!cfg.enabled()) return false;
   // timm skips when random() > p; erasing when u < p has the same law and never erases at p = 0.
   if (!(rng.uniform() < cfg.prob)) return false;

@@ -21,7 +21,6 @@ struct EraseConfig {
 // Erases one box of `image` (C, S, S) in place. Returns whether a box was chosen (and, when
 // `box` is not null, stores it there; it is left untouched otherwise). Draws nothing from rng
 // when !cfg.enabled().
-bool random_erase(float* image, int C, int S, const EraseConfig& cfg, Rng& rng,
-                  PixelBox* box = nullptr);
+bool random_erase(float* image, int C, int S, const EraseConfig& cfg, Rng& rng, PixelBox* box = nullptr);
 
 }  // namespace gmlp::data

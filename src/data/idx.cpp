@@ -59,8 +59,7 @@ class IdxFile {
     if (const size_t got = read(buf, 4); got < 4) short_header(got, n);
     const uint32_t found = be32(buf);
     if (found != magic)
-      fail("failed to load '", path_, "': expected IDX magic ", hex32(magic), " (", kind,
-           "), found ", hex32(found));
+      fail("failed to load '", path_, "': expected IDX magic ", hex32(magic), " (", kind, "), found ", hex32(found));
     if (const size_t got = read(buf + 4, n - 4); got < n - 4) short_header(4 + got, n);
     std::vector<uint32_t> dims(ndims);
     for (size_t i = 0; i < ndims; ++i) dims[i] = be32(buf + 4 * (i + 1));
@@ -77,11 +76,11 @@ class IdxFile {
     if (gzdirect(f_)) {  // raw: the file's size says it all
       const uint64_t have = file_size_ - std::min(file_size_, header_bytes_);
       if (have < n)
-        fail("failed to load '", path_, "': the data ends after ", have, " of the ", n,
-             " bytes its header declares (", declared, ")");
+        fail("failed to load '", path_, "': the data ends after ", have, " of the ", n, " bytes its header declares (",
+             declared, ")");
       if (have > n)
-        fail("failed to load '", path_, "': the file has more data than the ", n,
-             " bytes its header declares (", declared, ")");
+        fail("failed to load '", path_, "': the file has more data than the ", n, " bytes its header declares (",
+             declared, ")");
     } else if (header_bytes_ + n > file_size_ * kMaxDeflateRatio + 1024) {
       fail("failed to load '", path_, "': the header declares ", n, " bytes of data (", declared,
            "), more than a gzip file of ", file_size_, " bytes can inflate to");
@@ -96,8 +95,8 @@ class IdxFile {
     }
     uint8_t extra;
     if (read(&extra, 1) != 0)
-      fail("failed to load '", path_, "': the file has more data than the ", n,
-           " bytes its header declares (", declared, ")");
+      fail("failed to load '", path_, "': the file has more data than the ", n, " bytes its header declares (",
+           declared, ")");
     return out;
   }
 
@@ -137,8 +136,7 @@ class IdxFile {
   }
 
   [[noreturn]] void short_header(size_t got, size_t n) {
-    fail("failed to load '", path_, "': the file ends inside the IDX header (", got, " of ", n,
-         " bytes)", gz_reason());
+    fail("failed to load '", path_, "': the file ends inside the IDX header (", got, " of ", n, " bytes)", gz_reason());
   }
 
   std::string path_;
@@ -154,8 +152,8 @@ ImageSet load_idx(const std::string& images_path, const std::string& labels_path
   const auto dims = images.header(kImagesMagic, "unsigned byte images, 3 dimensions");
   const std::string declared = cat(dims[0], " images of ", dims[1], "x", dims[2]);
   if (dims[0] > kMaxCount)
-    fail("failed to load '", images_path, "': the header declares ", dims[0],
-         " images, more than the limit of ", kMaxCount);
+    fail("failed to load '", images_path, "': the header declares ", dims[0], " images, more than the limit of ",
+         kMaxCount);
   if (dims[1] < 1 || dims[2] < 1 || dims[1] > kMaxSide || dims[2] > kMaxSide)
     fail("failed to load '", images_path, "': the header declares ", dims[1], "x", dims[2],
          " images, expected each side in 1..", kMaxSide);
@@ -165,8 +163,8 @@ ImageSet load_idx(const std::string& images_path, const std::string& labels_path
   IdxFile labels(labels_path);
   const uint32_t nlabels = labels.header(kLabelsMagic, "unsigned byte labels, 1 dimension")[0];
   if (nlabels != dims[0])
-    fail("failed to load '", labels_path, "': it holds ", nlabels, " labels but '", images_path,
-         "' holds ", dims[0], " images");
+    fail("failed to load '", labels_path, "': it holds ", nlabels, " labels but '", images_path, "' holds ", dims[0],
+         " images");
   s.labels = labels.payload(nlabels, cat(nlabels, " labels"));
   s.classes = s.labels.empty() ? 0 : *std::max_element(s.labels.begin(), s.labels.end()) + 1;
   return s;
@@ -175,8 +173,7 @@ ImageSet load_idx(const std::string& images_path, const std::string& labels_path
 ImageSet load_fashion_mnist(const std::string& dir, const std::string& split) {
   if (split != "train" && split != "test")
     fail("failed to load Fashion-MNIST: unknown split '", split, "' (expected 'train' or 'test')");
-  const std::string prefix =
-      (std::filesystem::path(dir) / (split == "train" ? "train" : "t10k")).string();
+  const std::string prefix = (std::filesystem::path(dir) / (split == "train" ? "train" : "t10k")).string();
   auto pick = [&](const std::string& base) {
     std::error_code ec;
     if (std::filesystem::exists(base + ".gz", ec)) return base + ".gz";

@@ -68,9 +68,8 @@ ImageSet load_image_folder(const std::string& root, const std::string& split, in
     if (it == names.end())
       fail("failed to read image folder '", split_dir.string(), "': class '", d.filename().string(),
            "' is not a class of '", (fs::path(root) / "train").string(), "'");
-    std::vector<fs::path> images = sorted_entries(d, [](const fs::directory_entry& e) {
-      return !e.is_directory() && is_image_file(e.path());
-    });
+    std::vector<fs::path> images =
+        sorted_entries(d, [](const fs::directory_entry& e) { return !e.is_directory() && is_image_file(e.path()); });
     // A class folder without images is a copy that went wrong, not a class with no examples.
     if (images.empty())
       fail("failed to read image folder '", split_dir.string(), "': class folder '", d.string(),
@@ -83,12 +82,11 @@ ImageSet load_image_folder(const std::string& root, const std::string& split, in
       fail("failed to read image folder '", split_dir.string(), "': more than ", kMaxImages, " images");
   }
   if (files.empty())
-    fail("failed to read image folder '", split_dir.string(),
-         "': no .png, .jpg or .jpeg images in its class folders");
+    fail("failed to read image folder '", split_dir.string(), "': no .png, .jpg or .jpeg images in its class folders");
 
   check_fits_in_memory(double(files.size()) * channels * size * size,
-                       cat("failed to read image folder '", split_dir.string(), "': the pixels of its ",
-                           files.size(), " images at ", channels, "x", size, "x", size));
+                       cat("failed to read image folder '", split_dir.string(), "': the pixels of its ", files.size(),
+                           " images at ", channels, "x", size, "x", size));
   ImageSet set;
   set.count = int(files.size());
   set.channels = channels, set.height = size, set.width = size;

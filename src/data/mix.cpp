@@ -35,9 +35,7 @@ double log_gamma_draw(Rng& rng, double shape) {
   }
 }
 
-void check_shapes(int B, int C, int S, int K) {
-  GMLP_CHECK(B > 0 && C > 0 && S > 0 && K > 0);
-}
+void check_shapes(int B, int C, int S, int K) { GMLP_CHECK(B > 0 && C > 0 && S > 0 && K > 0); }
 
 }  // namespace
 
@@ -74,8 +72,7 @@ void mixup_images(float* images, int B, int C, int S, double lam) {
 }
 
 void cutmix_images(float* images, int B, int C, int S, const PixelBox& box) {
-  GMLP_CHECK(B > 0 && 0 <= box.y0 && box.y0 <= box.y1 && box.y1 <= S && 0 <= box.x0 &&
-             box.x0 <= box.x1 && box.x1 <= S);
+  GMLP_CHECK(B > 0 && 0 <= box.y0 && box.y0 <= box.y1 && box.y1 <= S && 0 <= box.x0 && box.x0 <= box.x1 && box.x1 <= S);
   const int64_t n = int64_t(C) * S * S;
   for (int i = 0; i < B / 2; ++i) {  // an odd batch's middle sample would swap with itself
     float* xi = images + int64_t(i) * n;
@@ -100,29 +97,25 @@ PixelBox cutmix_box(int S, double lam, Rng& rng) {
   return box;
 }
 
-void mix_targets(float* targets, const int32_t* labels, int B, int K, double lam,
-                 float smoothing) {
+void mix_targets(float* targets, const int32_t* labels, int B, int K, double lam, float smoothing) {
   GMLP_CHECK(B > 0 && K > 0 && lam >= 0 && lam <= 1);
   const double off = double(smoothing) / K, on = 1.0 - double(smoothing) + off;
   for (int b = 0; b < B; ++b) {
     const int32_t y1 = labels[b], y2 = labels[B - 1 - b];
     GMLP_CHECK(y1 >= 0 && y1 < K && y2 >= 0 && y2 < K);
     float* t = targets + int64_t(b) * K;
-    for (int k = 0; k < K; ++k)
-      t[k] = float((k == y1 ? on : off) * lam + (k == y2 ? on : off) * (1.0 - lam));
+    for (int k = 0; k < K; ++k) t[k] = float((k == y1 ? on : off) * lam + (k == y2 ? on : off) * (1.0 - lam));
   }
 }
 
-MixResult apply_mix(float* images, int B, int C, int S, float* targets, const int32_t* labels,
-                    int K, MixMode mode, double lam, float smoothing, Rng& rng) {
+MixResult apply_mix(float* images, int B, int C, int S, float* targets, const int32_t* labels, int K, MixMode mode,
+                    double lam, float smoothing, Rng& rng) {
   check_shapes(B, C, S, K);
   GMLP_CHECK(lam >= 0 && lam <= 1);
   MixResult r;
   r.mode = mode;
   switch (mode) {
-    case MixMode::kNone:
-      r.lam = 1.0;
-      break;
+    case MixMode::kNone: r.lam = 1.0; break;
     case MixMode::kMixup:
       r.lam = lam;
       mixup_images(images, B, C, S, lam);
@@ -137,16 +130,14 @@ MixResult apply_mix(float* images, int B, int C, int S, float* targets, const in
   return r;
 }
 
-MixResult mix_batch(float* images, int B, int C, int S, float* targets, const int32_t* labels,
-                    int K, const MixConfig& cfg, Rng& rng) {
+MixResult mix_batch(float* images, int B, int C, int S, float* targets, const int32_t* labels, int K,
+                    const MixConfig& cfg, Rng& rng) {
   check_shapes(B, C, S, K);
   if (!(cfg.mixup_alpha >= 0 && cfg.cutmix_alpha >= 0))
     fail("mixup and cutmix alphas must be >= 0, got ", cfg.mixup_alpha, " and ", cfg.cutmix_alpha);
   if (!(cfg.prob >= 0 && cfg.prob <= 1 && cfg.switch_prob >= 0 && cfg.switch_prob <= 1))
-    fail("mix probabilities must lie in [0, 1], got prob ", cfg.prob, " and switch_prob ",
-         cfg.switch_prob);
-  if (!(cfg.smoothing >= 0 && cfg.smoothing < 1))
-    fail("label smoothing must lie in [0, 1), got ", cfg.smoothing);
+    fail("mix probabilities must lie in [0, 1], got prob ", cfg.prob, " and switch_prob ", cfg.switch_prob);
+  if (!(cfg.smoothing >= 0 && cfg.smoothing < 1)) fail("label smoothing must lie in [0, 1), got ", cfg.smoothing);
 
   MixMode mode = MixMode::kNone;
   double lam = 1.0;

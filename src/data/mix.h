@@ -49,13 +49,13 @@ struct MixResult {
 
 // The whole timm Mixup.__call__ for one batch: draws the mode and λ from rng, mixes `images`
 // (B, C, S, S) in place and writes soft targets (B, K) from `labels` (B). Returns what it did.
-MixResult mix_batch(float* images, int B, int C, int S, float* targets, const int32_t* labels,
-                    int K, const MixConfig& cfg, Rng& rng);
+MixResult mix_batch(float* images, int B, int C, int S, float* targets, const int32_t* labels, int K,
+                    const MixConfig& cfg, Rng& rng);
 
 // The same with the mode and λ given (steps 4-5 only): deterministic for kNone and kMixup; for
 // kCutmix the box centre still comes from rng and the returned λ is the corrected one. λ in [0, 1].
-MixResult apply_mix(float* images, int B, int C, int S, float* targets, const int32_t* labels,
-                    int K, MixMode mode, double lam, float smoothing, Rng& rng);
+MixResult apply_mix(float* images, int B, int C, int S, float* targets, const int32_t* labels, int K, MixMode mode,
+                    double lam, float smoothing, Rng& rng);
 
 // The building blocks.
 // x_i = float(λ)·x_i + float(1-λ)·x_{B-1-i} for all i at once (timm: x.mul_(λ).add_(x.flip(0)·(1-λ))).
@@ -67,8 +67,7 @@ void cutmix_images(float* images, int B, int C, int S, const PixelBox& box);
 // unclipped side is 2·(cut/2) long, as in timm).
 PixelBox cutmix_box(int S, double lam, Rng& rng);
 // targets (B, K) = λ·smooth_one_hot(labels) + (1-λ)·smooth_one_hot(labels.flip(0)).
-void mix_targets(float* targets, const int32_t* labels, int B, int K, double lam,
-                 float smoothing);
+void mix_targets(float* targets, const int32_t* labels, int B, int K, double lam, float smoothing);
 
 // Gamma(shape, 1) by Marsaglia & Tsang (2000); shape < 1 by the boost Gamma(shape+1)·U^(1/shape).
 // shape > 0.

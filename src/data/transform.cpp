@@ -11,12 +11,11 @@ void normalize_image(float* dst, const uint8_t* src, int C, int S, const Normali
 
 void normalize_image(float* dst, const float* src, int C, int S, const Normalization& norm) {
   for (int c = 0; c < C; ++c)
-    for (int i = 0; i < S * S; ++i)
-      dst[c * S * S + i] = (src[c * S * S + i] - norm.mean[c]) / norm.std[c];
+    for (int i = 0; i < S * S; ++i) dst[c * S * S + i] = (src[c * S * S + i] - norm.mean[c]) / norm.std[c];
 }
 
-void augment_image(float* dst, const uint8_t* src, int C, int S, const Normalization& norm,
-                   const Augment& aug, Rng& rng) {
+void augment_image(float* dst, const uint8_t* src, int C, int S, const Normalization& norm, const Augment& aug,
+                   Rng& rng) {
   const int p = aug.crop_padding;
   const int dy = p > 0 ? int(rng.below(2 * p + 1)) - p : 0;
   const int dx = p > 0 ? int(rng.below(2 * p + 1)) - p : 0;

@@ -27,7 +27,7 @@ void normalize_image(float* dst, const uint8_t* src, int C, int S, const Normali
 // The same, for floats already in [0, 1] (decoded image files).
 void normalize_image(float* dst, const float* src, int C, int S, const Normalization& norm);
 // Augments then normalises one image; draws from rng.
-void augment_image(float* dst, const uint8_t* src, int C, int S, const Normalization& norm,
-                   const Augment& aug, Rng& rng);
+void augment_image(float* dst, const uint8_t* src, int C, int S, const Normalization& norm, const Augment& aug,
+                   Rng& rng);
 
 }  // namespace gmlp::data

@@ -66,8 +66,7 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     std::fflush(f);
     crash_now();
   }
-  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size())
-    bail("write");
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) bail("write");
   if (std::fflush(f) != 0) bail("flush");
   crash_point();
   if (fsync(fileno(f)) != 0) bail("fsync");
@@ -91,8 +90,7 @@ void sync_folder(const std::string& dir) {
   if (fd < 0) fail("failed to sync folder '", dir, "': ", std::strerror(errno));
   const int synced = fsync(fd), err = errno;
   close(fd);
-  if (synced != 0 && err != EINVAL && err != ENOTSUP)
-    fail("failed to sync folder '", dir, "': ", std::strerror(err));
+  if (synced != 0 && err != EINVAL && err != ENOTSUP) fail("failed to sync folder '", dir, "': ", std::strerror(err));
 }
 
 std::string read_file(const std::string& path, size_t max_bytes) {
@@ -107,16 +105,14 @@ std::string read_file(const std::string& path, size_t max_bytes) {
   if (!S_ISREG(st.st_mode)) fail("failed to read '", path, "': not a regular file");
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size > max_bytes)
-    fail("failed to read '", path, "': the file is ", size, " bytes, larger than the limit of ",
-         max_bytes, " bytes");
+    fail("failed to read '", path, "': the file is ", size, " bytes, larger than the limit of ", max_bytes, " bytes");
   std::string bytes(size, '\0');
   size_t done = 0;
   while (done < size) {
     const ssize_t n = read(fd, bytes.data() + done, size - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail("failed to read '", path, "': ", std::strerror(errno));
-    if (n == 0)
-      fail("failed to read '", path, "': the file ended after ", done, " of ", size, " bytes");
+    if (n == 0) fail("failed to read '", path, "': the file ended after ", done, " of ", size, " bytes");
     done += static_cast<size_t>(n);
   }
   return bytes;

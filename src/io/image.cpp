@@ -9,8 +9,8 @@
 // (everything that owns memory lives in the caller's Png/Jpeg state), so nothing is skipped.
 #include "io/image.h"
 
-#include <jpeglib.h>  // before jerror.h, which needs its types
 #include <jerror.h>
+#include <jpeglib.h>  // before jerror.h, which needs its types
 #include <png.h>
 #include <stb/stb_image_resize.h>
 #include <stb/stb_image_write.h>
@@ -76,8 +76,7 @@ void png_read_fn(png_structp png, png_bytep out, png_size_t n) {
 
 // Decodes into st; false (with st->message) on error. Only trivially destructible locals here.
 bool decode_png_raw(Png* st) {
-  png_structp png =
-      png_create_read_struct(PNG_LIBPNG_VER_STRING, st, png_error_fn, png_warning_fn);
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, st, png_error_fn, png_warning_fn);
   if (!png) {
     std::snprintf(st->message, sizeof st->message, "out of memory");
     return false;
@@ -127,8 +126,8 @@ bool decode_png_raw(Png* st) {
 // that follow it, which bounds what libpng can be asked to allocate by the file's size.
 void check_png_chunks(const std::string& name, const uint8_t* data, size_t size) {
   for (size_t pos = 8; pos + 8 <= size;) {  // after the signature, which libpng checks
-    const uint32_t length = uint32_t(data[pos]) << 24 | uint32_t(data[pos + 1]) << 16 |
-                            uint32_t(data[pos + 2]) << 8 | data[pos + 3];
+    const uint32_t length =
+        uint32_t(data[pos]) << 24 | uint32_t(data[pos + 1]) << 16 | uint32_t(data[pos + 2]) << 8 | data[pos + 3];
     char type[5] = {};
     for (int i = 0; i < 4; ++i) {
       const uint8_t c = data[pos + 4 + size_t(i)];
@@ -236,8 +235,7 @@ Pixels decode_jpeg(const std::string& name, const uint8_t* data, size_t size, in
   auto st = std::make_unique<Jpeg>();
   st->max_side = max_side;
   if (!decode_jpeg_raw(st.get(), data, size)) {
-    if (st->too_large)
-      check_sides(name, "JPEG", st->cinfo.image_width, st->cinfo.image_height, max_side);
+    if (st->too_large) check_sides(name, "JPEG", st->cinfo.image_width, st->cinfo.image_height, max_side);
     bad(name, "cannot decode it as JPEG (libjpeg: ", st->message, ")");
   }
   Pixels out{int(st->cinfo.output_width), int(st->cinfo.output_height), st->channels, {}};
@@ -296,8 +294,8 @@ Pixels decode_pnm(const std::string& name, const uint8_t* data, size_t size, int
   ++pos;
   const size_t samples = w * h * channels, bytes = samples * (maxval > 255 ? 2 : 1);
   if (size - pos < bytes)
-    bad(name, "cannot decode it as PGM/PPM: ", w, "x", h, " pixels need ", bytes,
-        " bytes of samples, the file has ", size - pos);
+    bad(name, "cannot decode it as PGM/PPM: ", w, "x", h, " pixels need ", bytes, " bytes of samples, the file has ",
+        size - pos);
   Pixels out{int(w), int(h), channels, std::vector<uint8_t>(samples)};
   const uint8_t* s = data + pos;
   for (size_t i = 0; i < samples; ++i) {
@@ -314,10 +312,8 @@ Pixels decode_pnm(const std::string& name, const uint8_t* data, size_t size, int
 Pixels decode_image(const std::string& name, const uint8_t* data, size_t size, int max_side) {
   static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   if (size >= 8 && std::memcmp(data, kPng, 8) == 0) return decode_png(name, data, size, max_side);
-  if (size >= 2 && data[0] == 0xff && data[1] == 0xd8)
-    return decode_jpeg(name, data, size, max_side);
-  if (size >= 3 && data[0] == 'P' && (data[1] == '5' || data[1] == '6'))
-    return decode_pnm(name, data, size, max_side);
+  if (size >= 2 && data[0] == 0xff && data[1] == 0xd8) return decode_jpeg(name, data, size, max_side);
+  if (size >= 3 && data[0] == 'P' && (data[1] == '5' || data[1] == '6')) return decode_pnm(name, data, size, max_side);
   std::string start;
   for (size_t i = 0; i < std::min<size_t>(size, 4); ++i)
     start += cat(i ? " " : "", "0123456789abcdef"[data[i] >> 4], "0123456789abcdef"[data[i] & 15]);
@@ -330,8 +326,7 @@ std::vector<float> load_image(const std::string& path, int channels, int height,
   if (height < 1 || width < 1 || height > kMaxSide || width > kMaxSide)
     bad(path, "requested size ", height, "x", width, " is outside 1..", kMaxSide);
   const std::string bytes = read_file(path, kMaxFileBytes);
-  const Pixels px =
-      decode_image(path, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  const Pixels px = decode_image(path, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   const int w = px.width, h = px.height, n = px.channels;
 
   // Convert to `channels` floats in [0, 1], HWC; n is 1 (gray) or 3 (RGB).
@@ -358,16 +353,14 @@ std::vector<float> load_image(const std::string& path, int channels, int height,
   const size_t hw = size_t(width) * height;
   std::vector<float> chw(hw * channels);
   for (size_t i = 0; i < hw; ++i)
-    for (int c = 0; c < channels; ++c)
-      chw[c * hw + i] = std::clamp(hwc[i * channels + c], 0.0f, 1.0f);
+    for (int c = 0; c < channels; ++c) chw[c * hw + i] = std::clamp(hwc[i * channels + c], 0.0f, 1.0f);
   return chw;
 }
 
 void write_png(const std::string& path, int width, int height, int channels, const uint8_t* hwc) {
-  if (channels < 1 || channels > 4 || width < 1 || height < 1 || width > kMaxSide ||
-      height > kMaxSide)
-    fail("failed to write image '", path, "': cannot encode ", width, "x", height, "x", channels,
-         " as PNG (sides 1..", kMaxSide, ", channels 1..4)");
+  if (channels < 1 || channels > 4 || width < 1 || height < 1 || width > kMaxSide || height > kMaxSide)
+    fail("failed to write image '", path, "': cannot encode ", width, "x", height, "x", channels, " as PNG (sides 1..",
+         kMaxSide, ", channels 1..4)");
   GMLP_CHECK(hwc != nullptr);
   std::string png;
   auto append = [](void* ctx, void* data, int size) {

@@ -25,8 +25,7 @@ struct Pixels {
 // Decodes a PNG, JPEG or binary PGM/PPM (P5/P6) held in memory; name is the file named in errors.
 // Throws a one-line std::runtime_error on anything else, on corrupt data, and on a side above
 // max_side (checked from the header, before the pixels are allocated).
-Pixels decode_image(const std::string& name, const uint8_t* data, size_t size,
-                    int max_side = kMaxSide);
+Pixels decode_image(const std::string& name, const uint8_t* data, size_t size, int max_side = kMaxSide);
 
 // Loads a PNG, JPEG or binary PGM/PPM as CHW floats in [0, 1]: (channels, height, width).
 // channels is 1 (gray; color images become ITU-R 601 luma 0.299 R + 0.587 G + 0.114 B) or 3

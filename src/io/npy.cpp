@@ -17,9 +17,7 @@ void save_npy_f32(const std::string& path, const float* data, const std::vector<
   std::string dims;  // a Python tuple body: "2, 3", "5," or ""
   int64_t numel = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0)
-      fail("failed to save '", path, "': shape ", st::shape_str(shape),
-           " has a negative dimension");
+    if (shape[i] < 0) fail("failed to save '", path, "': shape ", st::shape_str(shape), " has a negative dimension");
     dims += (i ? ", " : "") + std::to_string(shape[i]);
     numel *= shape[i];
   }
@@ -30,8 +28,7 @@ void save_npy_f32(const std::string& path, const float* data, const std::vector<
   const size_t prefix = 10;  // magic (6) + version (2) + header length (2)
   header.append(63 - (prefix + header.size()) % 64, ' ');
   header += '\n';
-  if (header.size() > 65535)
-    fail("failed to save '", path, "': shape has too many dimensions for .npy v1.0");
+  if (header.size() > 65535) fail("failed to save '", path, "': shape has too many dimensions for .npy v1.0");
 
   std::string out = "\x93NUMPY\x01";
   out += '\0';

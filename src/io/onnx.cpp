@@ -115,7 +115,7 @@ Message encode(const Node& n) {  // NodeProto
 }
 
 Message encode(const ValueInfo& v) {  // ValueInfoProto
-  Message shape;  // TensorShapeProto
+  Message shape;                      // TensorShapeProto
   for (const Dim& d : v.shape) {
     Message dim;  // TensorShapeProto.Dimension
     if (d.param.empty())

@@ -33,10 +33,9 @@ struct DtypeDesc {
   size_t size;
 };
 constexpr DtypeDesc kDtypes[] = {
-    {Dtype::F64, "F64", 8},   {Dtype::F32, "F32", 4}, {Dtype::F16, "F16", 2},
-    {Dtype::BF16, "BF16", 2}, {Dtype::I64, "I64", 8}, {Dtype::I32, "I32", 4},
-    {Dtype::I16, "I16", 2},   {Dtype::I8, "I8", 1},   {Dtype::U8, "U8", 1},
-    {Dtype::BOOL, "BOOL", 1},
+    {Dtype::F64, "F64", 8}, {Dtype::F32, "F32", 4},   {Dtype::F16, "F16", 2}, {Dtype::BF16, "BF16", 2},
+    {Dtype::I64, "I64", 8}, {Dtype::I32, "I32", 4},   {Dtype::I16, "I16", 2}, {Dtype::I8, "I8", 1},
+    {Dtype::U8, "U8", 1},   {Dtype::BOOL, "BOOL", 1},
 };
 
 template <class... Args>
@@ -112,12 +111,11 @@ File File::parse(std::string bytes, const std::string& path) {
   f.path_ = path;
   f.bytes_ = std::move(bytes);
   const std::string& b = f.bytes_;
-  if (b.size() < 8)
-    bad(path, "the file is ", b.size(), " bytes, shorter than the 8-byte header length field");
+  if (b.size() < 8) bad(path, "the file is ", b.size(), " bytes, shorter than the 8-byte header length field");
   const uint64_t n = load<uint64_t>(b.data());
   if (n > kMaxHeaderBytes)
-    bad(path, "the header length field says ", n, " bytes, more than the limit of ",
-        kMaxHeaderBytes, " (not a safetensors file?)");
+    bad(path, "the header length field says ", n, " bytes, more than the limit of ", kMaxHeaderBytes,
+        " (not a safetensors file?)");
   if (n > b.size() - 8)
     bad(path, "the header length field says ", n, " bytes but only ", b.size() - 8,
         " bytes follow it (truncated file?)");
@@ -128,31 +126,26 @@ File File::parse(std::string bytes, const std::string& path) {
   try {
     header = json::parse(b.begin() + 8, b.begin() + f.data_start_);
   } catch (const json::parse_error& e) {
-    bad(path, "the header is not valid JSON (error at byte ", std::min<uint64_t>(e.byte, n), " of ",
-        n, ")");
+    bad(path, "the header is not valid JSON (error at byte ", std::min<uint64_t>(e.byte, n), " of ", n, ")");
   } catch (const json::out_of_range&) {  // e.g. 1e999
     bad(path, "the header is not valid JSON (a number is out of range)");
   } catch (const json::exception& e) {
     bad(path, "the header is not valid JSON (nlohmann::json error ", e.id, ")");
   }
-  if (!header.is_object())
-    bad(path, "the header is a JSON ", header.type_name(), ", expected an object");
+  if (!header.is_object()) bad(path, "the header is a JSON ", header.type_name(), ", expected an object");
 
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object())
-        bad(path, "\"__metadata__\" is a JSON ", entry.type_name(),
-            ", expected an object of strings");
+        bad(path, "\"__metadata__\" is a JSON ", entry.type_name(), ", expected an object of strings");
       for (const auto& [k, v] : entry.items()) {
         if (!v.is_string())
-          bad(path, "\"__metadata__\" value for '", k, "' is a JSON ", v.type_name(),
-              ", expected a string");
+          bad(path, "\"__metadata__\" value for '", k, "' is a JSON ", v.type_name(), ", expected a string");
         f.metadata_[k] = v.get<std::string>();
       }
       continue;
     }
-    if (!entry.is_object())
-      bad(path, "entry '", name, "' is a JSON ", entry.type_name(), ", expected an object");
+    if (!entry.is_object()) bad(path, "entry '", name, "' is a JSON ", entry.type_name(), ", expected an object");
     for (const char* key : {"dtype", "shape", "data_offsets"})
       if (!entry.contains(key)) bad(path, "tensor '", name, "' has no \"", key, "\" field");
 
@@ -160,11 +153,9 @@ File File::parse(std::string bytes, const std::string& path) {
     t.name = name;
     const json& dtype = entry["dtype"];
     if (!dtype.is_string())
-      bad(path, "tensor '", name, "' has a \"dtype\" of JSON type ", dtype.type_name(),
-          ", expected a string");
-    const auto* desc =
-        std::find_if(std::begin(kDtypes), std::end(kDtypes),
-                     [&](const DtypeDesc& d) { return dtype.get<std::string>() == d.name; });
+      bad(path, "tensor '", name, "' has a \"dtype\" of JSON type ", dtype.type_name(), ", expected a string");
+    const auto* desc = std::find_if(std::begin(kDtypes), std::end(kDtypes),
+                                    [&](const DtypeDesc& d) { return dtype.get<std::string>() == d.name; });
     if (desc == std::end(kDtypes))
       bad(path, "tensor '", name, "' has unknown dtype '", dtype.get<std::string>(),
           "' (expected F64, F32, F16, BF16, I64, I32, I16, I8, U8 or BOOL)");
@@ -172,41 +163,35 @@ File File::parse(std::string bytes, const std::string& path) {
 
     const json& shape = entry["shape"];
     if (!shape.is_array())
-      bad(path, "tensor '", name, "' has a \"shape\" of JSON type ", shape.type_name(),
-          ", expected an array");
+      bad(path, "tensor '", name, "' has a \"shape\" of JSON type ", shape.type_name(), ", expected an array");
     uint64_t numel = 1;
     bool overflow = false;
     for (const json& d : shape) {
       uint64_t dim;
       if (!get_u64(d, &dim)) {
-        if (d.is_number_integer())
-          bad(path, "tensor '", name, "' has a negative dimension in shape ", describe(shape));
-        bad(path, "tensor '", name, "' has shape ", describe(shape),
-            ", expected an array of non-negative integers");
+        if (d.is_number_integer()) bad(path, "tensor '", name, "' has a negative dimension in shape ", describe(shape));
+        bad(path, "tensor '", name, "' has shape ", describe(shape), ", expected an array of non-negative integers");
       }
-      overflow |= dim > uint64_t(std::numeric_limits<int64_t>::max()) ||
-                  __builtin_mul_overflow(numel, dim, &numel);
+      overflow |= dim > uint64_t(std::numeric_limits<int64_t>::max()) || __builtin_mul_overflow(numel, dim, &numel);
       t.shape.push_back(static_cast<int64_t>(dim));
     }
     uint64_t nbytes = 0;
-    overflow |= numel > uint64_t(std::numeric_limits<int64_t>::max()) ||
-                __builtin_mul_overflow(numel, desc->size, &nbytes);
+    overflow |=
+        numel > uint64_t(std::numeric_limits<int64_t>::max()) || __builtin_mul_overflow(numel, desc->size, &nbytes);
     if (overflow)
-      bad(path, "tensor '", name, "' has shape ", describe(shape),
-          ", whose size in bytes overflows 64 bits");
+      bad(path, "tensor '", name, "' has shape ", describe(shape), ", whose size in bytes overflows 64 bits");
 
     const json& offs = entry["data_offsets"];
-    if (!offs.is_array() || offs.size() != 2 || !get_u64(offs[0], &t.begin) ||
-        !get_u64(offs[1], &t.end) || t.begin > t.end)
+    if (!offs.is_array() || offs.size() != 2 || !get_u64(offs[0], &t.begin) || !get_u64(offs[1], &t.end) ||
+        t.begin > t.end)
       bad(path, "tensor '", name, "' has \"data_offsets\" ", describe(offs),
           ", expected [begin, end] with 0 <= begin <= end");
     if (t.end > data_size)
-      bad(path, "tensor '", name, "' has data_offsets [", t.begin, ", ", t.end,
-          "] past the end of the ", data_size, "-byte data buffer (truncated file?)");
+      bad(path, "tensor '", name, "' has data_offsets [", t.begin, ", ", t.end, "] past the end of the ", data_size,
+          "-byte data buffer (truncated file?)");
     if (t.end - t.begin != nbytes)
-      bad(path, "tensor '", name, "' has data_offsets [", t.begin, ", ", t.end, "] spanning ",
-          t.end - t.begin, " bytes, expected ", nbytes, " for ", desc->name, " shape ",
-          shape_str(t.shape));
+      bad(path, "tensor '", name, "' has data_offsets [", t.begin, ", ", t.end, "] spanning ", t.end - t.begin,
+          " bytes, expected ", nbytes, " for ", desc->name, " shape ", shape_str(t.shape));
     f.tensors_.push_back(std::move(t));
   }
 
@@ -216,8 +201,8 @@ File File::parse(std::string bytes, const std::string& path) {
   for (size_t i = 1; i < f.tensors_.size(); ++i) {
     const TensorInfo &p = f.tensors_[i - 1], &t = f.tensors_[i];
     if (p.end > t.begin)
-      bad(path, "tensors '", p.name, "' [", p.begin, ", ", p.end, "] and '", t.name, "' [", t.begin,
-          ", ", t.end, "] overlap in the data buffer");
+      bad(path, "tensors '", p.name, "' [", p.begin, ", ", p.end, "] and '", t.name, "' [", t.begin, ", ", t.end,
+          "] overlap in the data buffer");
   }
   return f;
 }
@@ -241,56 +226,30 @@ std::vector<T> File::convert(const TensorInfo& t) const {
   std::vector<T> out(n);
   T* o = out.data();
   switch (t.dtype) {
-    case Dtype::F64:
-      load_all<double>(p, n, o);
-      break;
-    case Dtype::F32:
-      load_all<float>(p, n, o);
-      break;
-    case Dtype::F16:
-      load_all<uint16_t>(p, n, o, half_to_float);
-      break;
-    case Dtype::BF16:
-      load_all<uint16_t>(p, n, o, bf16_to_float);
-      break;
-    case Dtype::I64:
-      load_all<int64_t>(p, n, o);
-      break;
-    case Dtype::I32:
-      load_all<int32_t>(p, n, o);
-      break;
-    case Dtype::I16:
-      load_all<int16_t>(p, n, o);
-      break;
-    case Dtype::I8:
-      load_all<int8_t>(p, n, o);
-      break;
-    case Dtype::U8:
-      load_all<uint8_t>(p, n, o);
-      break;
-    case Dtype::BOOL:
-      load_all<uint8_t>(p, n, o, [](uint8_t v) { return v != 0; });
-      break;
+    case Dtype::F64: load_all<double>(p, n, o); break;
+    case Dtype::F32: load_all<float>(p, n, o); break;
+    case Dtype::F16: load_all<uint16_t>(p, n, o, half_to_float); break;
+    case Dtype::BF16: load_all<uint16_t>(p, n, o, bf16_to_float); break;
+    case Dtype::I64: load_all<int64_t>(p, n, o); break;
+    case Dtype::I32: load_all<int32_t>(p, n, o); break;
+    case Dtype::I16: load_all<int16_t>(p, n, o); break;
+    case Dtype::I8: load_all<int8_t>(p, n, o); break;
+    case Dtype::U8: load_all<uint8_t>(p, n, o); break;
+    case Dtype::BOOL: load_all<uint8_t>(p, n, o, [](uint8_t v) { return v != 0; }); break;
   }
   return out;
 }
 
-std::vector<float> File::read_f32(const std::string& name) const {
-  return convert<float>(get(name));
-}
+std::vector<float> File::read_f32(const std::string& name) const { return convert<float>(get(name)); }
 
-std::vector<float> File::read_f32(const std::string& name,
-                                  const std::vector<int64_t>& expect_shape) const {
+std::vector<float> File::read_f32(const std::string& name, const std::vector<int64_t>& expect_shape) const {
   const TensorInfo& t = get(name);
   if (t.shape != expect_shape)
-    bad(path_, "tensor '", name, "' has shape ", shape_str(t.shape), ", expected ",
-        shape_str(expect_shape));
+    bad(path_, "tensor '", name, "' has shape ", shape_str(t.shape), ", expected ", shape_str(expect_shape));
   return convert<float>(t);
 }
 
-std::vector<double> File::read_f64(const std::string& name) const {
-  return convert<double>(get(name));
-}
+std::vector<double> File::read_f64(const std::string& name) const { return convert<double>(get(name)); }
 
 std::vector<int64_t> File::read_i64(const std::string& name) const {
   const TensorInfo& t = get(name);
@@ -309,9 +268,7 @@ void save(const std::string& path, const std::vector<Entry>& tensors,
       fail("failed to save '", path, "': tensor name '", e.name, "' is used twice or reserved");
     int64_t numel = 1;
     for (int64_t d : e.shape) {
-      if (d < 0)
-        fail("failed to save '", path, "': tensor '", e.name, "' has negative shape ",
-             shape_str(e.shape));
+      if (d < 0) fail("failed to save '", path, "': tensor '", e.name, "' has negative shape ", shape_str(e.shape));
       numel *= d;
     }
     GMLP_CHECK(numel == 0 || e.data != nullptr);

@@ -40,8 +40,7 @@ class File {
   // The tensor converted to float (from any dtype; BOOL gives 0/1). Throws gmlp::Error if it is
   // missing or, given expect_shape, if its shape differs.
   std::vector<float> read_f32(const std::string& name) const;
-  std::vector<float> read_f32(const std::string& name,
-                              const std::vector<int64_t>& expect_shape) const;
+  std::vector<float> read_f32(const std::string& name, const std::vector<int64_t>& expect_shape) const;
   std::vector<double> read_f64(const std::string& name) const;
   std::vector<int64_t> read_i64(const std::string& name) const;  // from I64, I32 or U8 only
 

@@ -55,8 +55,7 @@ struct LinearParams {
   std::string emit(OnnxBuilder& g, const std::string& x) const { return g.linear(x, w, b); }
   // dx overwritten (nullptr: not wanted) unless accumulate.
   template <class T>
-  void backward(T* dx, const T* dy, const T* x, const T* wt, T* g, int64_t M,
-                bool accumulate = false) const {
+  void backward(T* dx, const T* dy, const T* x, const T* wt, T* g, int64_t M, bool accumulate = false) const {
     linear_backward(dx, g + w, b >= 0 ? g + b : nullptr, dy, x, wt + w, M, in, out, !accumulate);
   }
 };
@@ -66,8 +65,11 @@ template <class T>
 class ChannelMlp final : public Branch<T> {
  public:
   ChannelMlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t hidden, InitStyle style)
-      : d_(d), F_(hidden), style_(style),
-        fc1_(t, prefix + ".fc1", d.D, hidden), fc2_(t, prefix + ".fc2", hidden, d.D) {}
+      : d_(d),
+        F_(hidden),
+        style_(style),
+        fc1_(t, prefix + ".fc1", d.D, hidden),
+        fc2_(t, prefix + ".fc2", hidden, d.D) {}
   void init(T* w, Rng& rng) const override {
     fc1_.init(w, style_, rng);
     fc2_.init(w, style_, rng);
@@ -80,15 +82,33 @@ class ChannelMlp final : public Branch<T> {
   }
   void forward(T* y, const T* xn, const T* w, int64_t B) override {
     const int64_t M = d_.N * B;
-    { GMLP_PROFILE("fwd.fc1"); fc1_.forward(z_, xn, w, M); }
-    { GMLP_PROFILE("fwd.gelu"); gelu_forward(a_, z_, M * F_); }
-    { GMLP_PROFILE("fwd.fc2"); fc2_.forward(y, a_, w, M); }
+    {
+      GMLP_PROFILE("fwd.fc1");
+      fc1_.forward(z_, xn, w, M);
+    }
+    {
+      GMLP_PROFILE("fwd.gelu");
+      gelu_forward(a_, z_, M * F_);
+    }
+    {
+      GMLP_PROFILE("fwd.fc2");
+      fc2_.forward(y, a_, w, M);
+    }
   }
   void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     const int64_t M = d_.N * B;
-    { GMLP_PROFILE("bwd.fc2"); fc2_.backward(da_, dy, a_, w, g, M); }
-    { GMLP_PROFILE("bwd.gelu"); gelu_backward_inplace(da_, z_, M * F_); }
-    { GMLP_PROFILE("bwd.fc1"); fc1_.backward(dxn, da_, xn, w, g, M); }
+    {
+      GMLP_PROFILE("bwd.fc2");
+      fc2_.backward(da_, dy, a_, w, g, M);
+    }
+    {
+      GMLP_PROFILE("bwd.gelu");
+      gelu_backward_inplace(da_, z_, M * F_);
+    }
+    {
+      GMLP_PROFILE("bwd.fc1");
+      fc1_.backward(dxn, da_, xn, w, g, M);
+    }
   }
   double flops_per_image() const override { return 4.0 * double(d_.N * d_.D * F_); }
   std::string emit(OnnxBuilder& g, const std::string& xn) const override {
@@ -162,8 +182,7 @@ class TokenMlp final : public Branch<T> {
     T* dx = norm_w_ >= 0 ? dxt_ : dxn;
     matmul<T>(true, false, N, BD, Tn_, w + fc1_.w, N, da_, BD, T(0), dx, BD);
     if (norm_w_ >= 0)
-      column_layernorm_backward(dxn, g + norm_w_, g + norm_b_, dxt_, xn, cmean_, crstd_,
-                                w + norm_w_, N, BD);
+      column_layernorm_backward(dxn, g + norm_w_, g + norm_b_, dxt_, xn, cmean_, crstd_, w + norm_w_, N, BD);
   }
   double flops_per_image() const override { return 4.0 * double(d_.N * Tn_ * d_.D); }
   std::string emit(OnnxBuilder& g, const std::string& xn) const override {
@@ -188,8 +207,7 @@ class TokenMlp final : public Branch<T> {
 template <class T>
 class TokenLinear final : public Branch<T> {
  public:
-  TokenLinear(ParamTable& t, const std::string& prefix, BranchDims d)
-      : d_(d), lin_(t, prefix, d.N, d.N) {}
+  TokenLinear(ParamTable& t, const std::string& prefix, BranchDims d) : d_(d), lin_(t, prefix, d.N, d.N) {}
   void init(T* w, Rng& rng) const override { lin_.init(w, InitStyle::mixer, rng); }
   void lay_out(Arena<T>&, int64_t) override {}
   void forward(T* y, const T* xn, const T* w, int64_t B) override {
@@ -206,9 +224,7 @@ class TokenLinear final : public Branch<T> {
     matmul<T>(true, false, N, BD, N, w + lin_.w, N, dy, BD, T(0), dxn, BD);
   }
   double flops_per_image() const override { return 2.0 * double(d_.N * d_.N * d_.D); }
-  std::string emit(OnnxBuilder& g, const std::string& xn) const override {
-    return g.mix_tokens(xn, lin_.w, lin_.b);
-  }
+  std::string emit(OnnxBuilder& g, const std::string& xn) const override { return g.mix_tokens(xn, lin_.w, lin_.b); }
 
  private:
   BranchDims d_;
@@ -219,10 +235,14 @@ class TokenLinear final : public Branch<T> {
 template <class T>
 class GatingMlp final : public Branch<T> {
  public:
-  GatingMlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t ffn,
-            const std::string& gate, float gate_eps, int64_t attn_dim)
-      : d_(d), F_(ffn), gate_(parse_sgu_gate(gate.c_str())), H_(SguShape{d.N, 1, ffn, gate_}.H()),
-        eps_(gate_eps), da_(attn_dim) {
+  GatingMlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t ffn, const std::string& gate,
+            float gate_eps, int64_t attn_dim)
+      : d_(d),
+        F_(ffn),
+        gate_(parse_sgu_gate(gate.c_str())),
+        H_(SguShape{d.N, 1, ffn, gate_}.H()),
+        eps_(gate_eps),
+        da_(attn_dim) {
     fc1_ = LinearParams(t, prefix + ".fc1", d.D, ffn);
     gnorm_w_ = t.add(prefix + ".gate.norm.weight", {H_}, false);
     gnorm_b_ = t.add(prefix + ".gate.norm.bias", {H_}, false);
@@ -254,21 +274,25 @@ class GatingMlp final : public Branch<T> {
     if (a.training())
       for (auto [p, n] : {std::pair{&vn_, M * H}, {&mean_, M}, {&rstd_, M}, {&g_, M * H}}) a.keep(p, n);
     if (da_ > 0)
-      for (auto [p, n] : {std::pair{&qkv_buf_, M * 3 * da_}, {&P_, B * d_.N * d_.N},
-                          {&ao_, M * da_}, {&r_, M * H}})
+      for (auto [p, n] : {std::pair{&qkv_buf_, M * 3 * da_}, {&P_, B * d_.N * d_.N}, {&ao_, M * da_}, {&r_, M * H}})
         a.keep(p, n);
     if (!a.training()) return;
-    for (auto [p, n] : {std::pair{&ds_, M * H}, {&dz_, M * F_}})
-      a.temp(p, n);
+    for (auto [p, n] : {std::pair{&ds_, M * H}, {&dz_, M * F_}}) a.temp(p, n);
     if (da_ > 0)
-      for (auto [p, n] : {std::pair{&dr_, M * H}, {&dao_, M * da_}, {&dqkv_, M * 3 * da_},
-                          {&ascratch_, B * d_.N * d_.N}})
+      for (auto [p, n] :
+           {std::pair{&dr_, M * H}, {&dao_, M * da_}, {&dqkv_, M * 3 * da_}, {&ascratch_, B * d_.N * d_.N}})
         a.temp(p, n);
   }
   void forward(T* y, const T* xn, const T* w, int64_t B) override {
     const int64_t M = d_.N * B;
-    { GMLP_PROFILE("fwd.fc1"); fc1_.forward(z_, xn, w, M); }
-    { GMLP_PROFILE("fwd.gelu"); gelu_forward(a_, z_, M * F_); }
+    {
+      GMLP_PROFILE("fwd.fc1");
+      fc1_.forward(z_, xn, w, M);
+    }
+    {
+      GMLP_PROFILE("fwd.gelu");
+      gelu_forward(a_, z_, M * F_);
+    }
     if (da_ > 0) {
       GMLP_PROFILE("fwd.tiny_attn");
       qkv_.forward(qkv_buf_, xn, w, M);
@@ -277,21 +301,33 @@ class GatingMlp final : public Branch<T> {
     }
     {
       GMLP_PROFILE("fwd.sgu");
-      sgu_forward(s_, vn_, mean_, rstd_, g_, a_, w + gnorm_w_, w + gnorm_b_, w + proj_w_,
-                  w + proj_b_, shape(B), T(eps_), da_ > 0 ? r_ : nullptr);
+      sgu_forward(s_, vn_, mean_, rstd_, g_, a_, w + gnorm_w_, w + gnorm_b_, w + proj_w_, w + proj_b_, shape(B),
+                  T(eps_), da_ > 0 ? r_ : nullptr);
     }
-    { GMLP_PROFILE("fwd.fc2"); fc2_.forward(y, s_, w, M); }
+    {
+      GMLP_PROFILE("fwd.fc2");
+      fc2_.forward(y, s_, w, M);
+    }
   }
   void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     const int64_t M = d_.N * B;
-    { GMLP_PROFILE("bwd.fc2"); fc2_.backward(ds_, dy, s_, w, g, M); }
+    {
+      GMLP_PROFILE("bwd.fc2");
+      fc2_.backward(ds_, dy, s_, w, g, M);
+    }
     {
       GMLP_PROFILE("bwd.sgu");
-      sgu_backward(dz_, g + gnorm_w_, g + gnorm_b_, g + proj_w_, g + proj_b_, ds_, a_, vn_, mean_,
-                   rstd_, g_, w + gnorm_w_, w + proj_w_, shape(B), da_ > 0 ? dr_ : nullptr);
+      sgu_backward(dz_, g + gnorm_w_, g + gnorm_b_, g + proj_w_, g + proj_b_, ds_, a_, vn_, mean_, rstd_, g_,
+                   w + gnorm_w_, w + proj_w_, shape(B), da_ > 0 ? dr_ : nullptr);
     }
-    { GMLP_PROFILE("bwd.gelu"); gelu_backward_inplace(dz_, z_, M * F_); }
-    { GMLP_PROFILE("bwd.fc1"); fc1_.backward(dxn, dz_, xn, w, g, M); }
+    {
+      GMLP_PROFILE("bwd.gelu");
+      gelu_backward_inplace(dz_, z_, M * F_);
+    }
+    {
+      GMLP_PROFILE("bwd.fc1");
+      fc1_.backward(dxn, dz_, xn, w, g, M);
+    }
     if (da_ > 0) {
       GMLP_PROFILE("bwd.tiny_attn");
       aproj_.backward(dao_, dr_, ao_, w, g, M);
@@ -327,8 +363,7 @@ class GatingMlp final : public Branch<T> {
   int64_t da_;
   LinearParams fc1_, fc2_, qkv_, aproj_;
   int64_t gnorm_w_ = 0, gnorm_b_ = 0, proj_w_ = 0, proj_b_ = 0;
-  T *z_ = nullptr, *a_ = nullptr, *vn_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr,
-    *g_ = nullptr, *s_ = nullptr;
+  T *z_ = nullptr, *a_ = nullptr, *vn_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr, *g_ = nullptr, *s_ = nullptr;
   T *qkv_buf_ = nullptr, *P_ = nullptr, *ao_ = nullptr, *r_ = nullptr;
   T *ds_ = nullptr, *dz_ = nullptr;
   T *dr_ = nullptr, *dao_ = nullptr, *dqkv_ = nullptr, *ascratch_ = nullptr;
@@ -340,8 +375,12 @@ class SelfAttention final : public Branch<T> {
  public:
   SelfAttention(ParamTable& t, const std::string& prefix, BranchDims d, int64_t heads, InitStyle style,
                 const SharedScoreBias<T>* score_bias)
-      : d_(d), heads_(heads), style_(style), score_bias_(score_bias),
-        qkv_(t, prefix + ".qkv", d.D, 3 * d.D), proj_(t, prefix + ".proj", d.D, d.D) {}
+      : d_(d),
+        heads_(heads),
+        style_(style),
+        score_bias_(score_bias),
+        qkv_(t, prefix + ".qkv", d.D, 3 * d.D),
+        proj_(t, prefix + ".proj", d.D, d.D) {}
   void init(T* w, Rng& rng) const override {
     qkv_.init(w, style_, rng);
     proj_.init(w, style_, rng);
@@ -368,8 +407,7 @@ class SelfAttention final : public Branch<T> {
     GMLP_PROFILE("bwd.attention");
     const int64_t M = d_.N * B;
     proj_.backward(do_, dy, o_, w, g, M);
-    attention_backward(dqkv_, do_, qkv_buf_, P_, shape(B), scratch_,
-                       score_bias_ ? score_bias_->dbias : nullptr);
+    attention_backward(dqkv_, do_, qkv_buf_, P_, shape(B), scratch_, score_bias_ ? score_bias_->dbias : nullptr);
     qkv_.backward(dxn, dqkv_, xn, w, g, M);
   }
   double flops_per_image() const override {
@@ -378,9 +416,9 @@ class SelfAttention final : public Branch<T> {
   }
   // The model's score biases, when it has any, are shared values of the graph.
   std::string emit(OnnxBuilder& g, const std::string& xn) const override {
-    const std::string o = g.attention(qkv_.emit(g, xn), d_.N, heads_, d_.D / heads_,
-                                      score_bias_ ? g.shared("score_bias") : "",
-                                      score_bias_ ? g.shared("key_bias") : "");
+    const std::string o =
+        g.attention(qkv_.emit(g, xn), d_.N, heads_, d_.D / heads_, score_bias_ ? g.shared("score_bias") : "",
+                    score_bias_ ? g.shared("key_bias") : "");
     return proj_.emit(g, o);
   }
 
@@ -402,11 +440,17 @@ class SelfAttention final : public Branch<T> {
 template <class T>
 class ExternalAttention final : public Branch<T> {
  public:
-  ExternalAttention(ParamTable& t, const std::string& prefix, BranchDims d, int64_t heads,
-                    int64_t memory, InitStyle style)
-      : d_(d), heads_(heads), dh_(d.D / heads), S_(memory), style_(style),
-        query_(t, prefix + ".query", d.D, d.D), mk_(t, prefix + ".linear_0", dh_, memory),
-        mv_(t, prefix + ".linear_1", memory, dh_), proj_(t, prefix + ".proj", d.D, d.D) {}
+  ExternalAttention(ParamTable& t, const std::string& prefix, BranchDims d, int64_t heads, int64_t memory,
+                    InitStyle style)
+      : d_(d),
+        heads_(heads),
+        dh_(d.D / heads),
+        S_(memory),
+        style_(style),
+        query_(t, prefix + ".query", d.D, d.D),
+        mk_(t, prefix + ".linear_0", dh_, memory),
+        mv_(t, prefix + ".linear_1", memory, dh_),
+        proj_(t, prefix + ".proj", d.D, d.D) {}
   void init(T* w, Rng& rng) const override {
     for (const LinearParams* l : {&query_, &mk_, &mv_, &proj_}) l->init(w, style_, rng);
   }
@@ -449,8 +493,8 @@ class ExternalAttention final : public Branch<T> {
     return 2 * N * D * D * 2 + 2 * 2 * N * D * S;
   }
   std::string emit(OnnxBuilder& g, const std::string& xn) const override {
-    const std::string q = g.reshape(query_.emit(g, xn), {0, d_.N, heads_, dh_});  // (B, N, heads, dh)
-    const std::string a = mk_.emit(g, q);                                         // (B, N, heads, S)
+    const std::string q = g.reshape(query_.emit(g, xn), {0, d_.N, heads_, dh_});   // (B, N, heads, dh)
+    const std::string a = mk_.emit(g, q);                                          // (B, N, heads, S)
     const std::string p = g.op("Softmax", {a}, {onnx::attr("axis", int64_t(1))});  // over tokens
     const std::string r = g.op("Div", {p, g.add(g.reduce_sum(p, 3, true), g.scalar(1e-9f))});
     return proj_.emit(g, g.reshape(mv_.emit(g, r), {0, d_.N, d_.D}));
@@ -468,14 +512,13 @@ class ExternalAttention final : public Branch<T> {
 }  // namespace
 
 template <class T>
-std::unique_ptr<Branch<T>> make_channel_mlp(ParamTable& t, const std::string& prefix, BranchDims d,
-                                            int64_t hidden, InitStyle style) {
+std::unique_ptr<Branch<T>> make_channel_mlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t hidden,
+                                            InitStyle style) {
   return std::make_unique<ChannelMlp<T>>(t, prefix, d, hidden, style);
 }
 template <class T>
-std::unique_ptr<Branch<T>> make_token_mlp(ParamTable& t, const std::string& prefix, BranchDims d,
-                                          int64_t hidden, InitStyle style,
-                                          const std::string& token_norm_name, float eps) {
+std::unique_ptr<Branch<T>> make_token_mlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t hidden,
+                                          InitStyle style, const std::string& token_norm_name, float eps) {
   return std::make_unique<TokenMlp<T>>(t, prefix, d, hidden, style, token_norm_name, eps);
 }
 template <class T>
@@ -483,39 +526,33 @@ std::unique_ptr<Branch<T>> make_token_linear(ParamTable& t, const std::string& p
   return std::make_unique<TokenLinear<T>>(t, prefix, d);
 }
 template <class T>
-std::unique_ptr<Branch<T>> make_gating_mlp(ParamTable& t, const std::string& prefix, BranchDims d,
-                                           int64_t ffn, const std::string& gate, float gate_eps,
-                                           int64_t attn_dim) {
+std::unique_ptr<Branch<T>> make_gating_mlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t ffn,
+                                           const std::string& gate, float gate_eps, int64_t attn_dim) {
   return std::make_unique<GatingMlp<T>>(t, prefix, d, ffn, gate, gate_eps, attn_dim);
 }
 template <class T>
-std::unique_ptr<Branch<T>> make_self_attention(ParamTable& t, const std::string& prefix,
-                                               BranchDims d, int64_t heads, InitStyle style,
-                                               const SharedScoreBias<T>* score_bias) {
+std::unique_ptr<Branch<T>> make_self_attention(ParamTable& t, const std::string& prefix, BranchDims d, int64_t heads,
+                                               InitStyle style, const SharedScoreBias<T>* score_bias) {
   return std::make_unique<SelfAttention<T>>(t, prefix, d, heads, style, score_bias);
 }
 template <class T>
-std::unique_ptr<Branch<T>> make_external_attention(ParamTable& t, const std::string& prefix,
-                                                   BranchDims d, int64_t heads, int64_t memory,
-                                                   InitStyle style) {
+std::unique_ptr<Branch<T>> make_external_attention(ParamTable& t, const std::string& prefix, BranchDims d,
+                                                   int64_t heads, int64_t memory, InitStyle style) {
   return std::make_unique<ExternalAttention<T>>(t, prefix, d, heads, memory, style);
 }
 
-#define GMLP_INSTANTIATE(T)                                                                       \
-  template std::unique_ptr<Branch<T>> make_channel_mlp<T>(ParamTable&, const std::string&,        \
-                                                          BranchDims, int64_t, InitStyle);        \
-  template std::unique_ptr<Branch<T>> make_token_mlp<T>(ParamTable&, const std::string&,          \
-                                                        BranchDims, int64_t, InitStyle,           \
-                                                        const std::string&, float);               \
-  template std::unique_ptr<Branch<T>> make_token_linear<T>(ParamTable&, const std::string&,       \
-                                                           BranchDims);                           \
-  template std::unique_ptr<Branch<T>> make_gating_mlp<T>(ParamTable&, const std::string&,         \
-                                                         BranchDims, int64_t, const std::string&, \
-                                                         float, int64_t);                         \
-  template std::unique_ptr<Branch<T>> make_self_attention<T>(                                     \
-      ParamTable&, const std::string&, BranchDims, int64_t, InitStyle, const SharedScoreBias<T>*);  \
-  template std::unique_ptr<Branch<T>> make_external_attention<T>(                                 \
-      ParamTable&, const std::string&, BranchDims, int64_t, int64_t, InitStyle);
+#define GMLP_INSTANTIATE(T)                                                                                            \
+  template std::unique_ptr<Branch<T>> make_channel_mlp<T>(ParamTable&, const std::string&, BranchDims, int64_t,        \
+                                                          InitStyle);                                                  \
+  template std::unique_ptr<Branch<T>> make_token_mlp<T>(ParamTable&, const std::string&, BranchDims, int64_t,          \
+                                                        InitStyle, const std::string&, float);                         \
+  template std::unique_ptr<Branch<T>> make_token_linear<T>(ParamTable&, const std::string&, BranchDims);               \
+  template std::unique_ptr<Branch<T>> make_gating_mlp<T>(ParamTable&, const std::string&, BranchDims, int64_t,         \
+                                                         const std::string&, float, int64_t);                          \
+  template std::unique_ptr<Branch<T>> make_self_attention<T>(ParamTable&, const std::string&, BranchDims, int64_t,     \
+                                                             InitStyle, const SharedScoreBias<T>*);                    \
+  template std::unique_ptr<Branch<T>> make_external_attention<T>(ParamTable&, const std::string&, BranchDims, int64_t, \
+                                                                 int64_t, InitStyle);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)
 

@@ -22,20 +22,18 @@ struct BranchDims {
 };
 
 template <class T>
-std::unique_ptr<Branch<T>> make_channel_mlp(ParamTable& t, const std::string& prefix, BranchDims d,
-                                            int64_t hidden, InitStyle style);
+std::unique_ptr<Branch<T>> make_channel_mlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t hidden,
+                                            InitStyle style);
 // token_norm_name non-empty: a LayerNorm over the N tokens (per channel) precedes fc1.
 template <class T>
-std::unique_ptr<Branch<T>> make_token_mlp(ParamTable& t, const std::string& prefix, BranchDims d,
-                                          int64_t hidden, InitStyle style,
-                                          const std::string& token_norm_name = "", float eps = 1e-6f);
+std::unique_ptr<Branch<T>> make_token_mlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t hidden,
+                                          InitStyle style, const std::string& token_norm_name = "", float eps = 1e-6f);
 template <class T>
 std::unique_ptr<Branch<T>> make_token_linear(ParamTable& t, const std::string& prefix, BranchDims d);
 // gate: "split" | "multiplicative" | "additive" | "linear"; attn_dim > 0 adds aMLP's attention.
 template <class T>
-std::unique_ptr<Branch<T>> make_gating_mlp(ParamTable& t, const std::string& prefix, BranchDims d,
-                                           int64_t ffn, const std::string& gate, float gate_eps,
-                                           int64_t attn_dim);
+std::unique_ptr<Branch<T>> make_gating_mlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t ffn,
+                                           const std::string& gate, float gate_eps, int64_t attn_dim);
 // Score biases owned by the model and shared by its attention layers: a (heads, N, N) bias
 // (T5's relative positions; read in forward, its gradient accumulated in dbias in backward), and
 // a (B, N) key bias (the padding mask; no gradient). Null pointers mean none.
@@ -47,12 +45,10 @@ struct SharedScoreBias {
 };
 
 template <class T>
-std::unique_ptr<Branch<T>> make_self_attention(ParamTable& t, const std::string& prefix,
-                                               BranchDims d, int64_t heads, InitStyle style,
-                                               const SharedScoreBias<T>* score_bias = nullptr);
+std::unique_ptr<Branch<T>> make_self_attention(ParamTable& t, const std::string& prefix, BranchDims d, int64_t heads,
+                                               InitStyle style, const SharedScoreBias<T>* score_bias = nullptr);
 template <class T>
-std::unique_ptr<Branch<T>> make_external_attention(ParamTable& t, const std::string& prefix,
-                                                   BranchDims d, int64_t heads, int64_t memory,
-                                                   InitStyle style);
+std::unique_ptr<Branch<T>> make_external_attention(ParamTable& t, const std::string& prefix, BranchDims d,
+                                                   int64_t heads, int64_t memory, InitStyle style);
 
 }  // namespace gmlp

@@ -30,8 +30,8 @@ void add_into(T* dx, const T* d, int64_t n) {
 
 // ---------------------------------------------------------------------------------------------
 template <class T>
-ConvBn<T>::ConvBn(ParamTable& t, const std::string& conv_name, const std::string& bn_name,
-                  int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t S)
+ConvBn<T>::ConvBn(ParamTable& t, const std::string& conv_name, const std::string& bn_name, int64_t cin, int64_t cout,
+                  int64_t k, int64_t stride, int64_t S)
     : cin_(cin), cout_(cout), k_(k), stride_(stride), S_(S) {
   conv_ = t.add(conv_name + ".weight", {cout, cin, k, k}, true);
   bn_w_ = t.add(bn_name + ".weight", {cout}, false);
@@ -70,13 +70,12 @@ void ConvBn<T>::forward(T* y, const T* x, T* w, int64_t B, bool training, T* col
   }
   GMLP_PROFILE("fwd.batchnorm");
   const int64_t So = out_side();
-  batchnorm_forward(y, mean_, rstd_, z_, w + bn_w_, w + bn_b_, w + bn_rm_, w + bn_rv_, B, cout_,
-                    So * So, training, T(kBnEps), T(kBnMomentum));
+  batchnorm_forward(y, mean_, rstd_, z_, w + bn_w_, w + bn_b_, w + bn_rm_, w + bn_rv_, B, cout_, So * So, training,
+                    T(kBnEps), T(kBnMomentum));
 }
 
 template <class T>
-void ConvBn<T>::backward(T* dx, const T* dy, const T* x, const T* w, T* g, int64_t B, T* dz,
-                         T* col) {
+void ConvBn<T>::backward(T* dx, const T* dy, const T* x, const T* w, T* g, int64_t B, T* dz, T* col) {
   const int64_t So = out_side();
   {
     GMLP_PROFILE("bwd.batchnorm");
@@ -104,15 +103,13 @@ std::string ConvBn<T>::emit(OnnxBuilder& g, const std::string& x) const {
 
 // ---------------------------------------------------------------------------------------------
 template <class T>
-BasicBlock<T>::BasicBlock(ParamTable& t, const std::string& p, int64_t cin, int64_t cout,
-                          int64_t stride, int64_t S)
+BasicBlock<T>::BasicBlock(ParamTable& t, const std::string& p, int64_t cin, int64_t cout, int64_t stride, int64_t S)
     : cin_(cin),
       S_(S),
       conv1_(t, p + ".conv1", p + ".bn1", cin, cout, 3, stride, S),
       conv2_(t, p + ".conv2", p + ".bn2", cout, cout, 3, 1, conv1_.out_side()) {
   if (stride != 1 || cin != cout)
-    shortcut_ = std::make_unique<ConvBn<T>>(t, p + ".shortcut.conv", p + ".shortcut.bn", cin,
-                                            cout, 1, stride, S);
+    shortcut_ = std::make_unique<ConvBn<T>>(t, p + ".shortcut.conv", p + ".shortcut.bn", cin, cout, 1, stride, S);
 }
 
 template <class T>
@@ -183,8 +180,7 @@ std::string BasicBlock<T>::emit(OnnxBuilder& g, const std::string& x) const {
 
 template <class T>
 double BasicBlock<T>::flops_per_image() const {
-  return conv1_.flops_per_image() + conv2_.flops_per_image() +
-         (shortcut_ ? shortcut_->flops_per_image() : 0.0);
+  return conv1_.flops_per_image() + conv2_.flops_per_image() + (shortcut_ ? shortcut_->flops_per_image() : 0.0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -288,7 +284,7 @@ const T* Cnn<T>::forward(const T* images, int64_t B, Rng* rng) {
 template <class T>
 void Cnn<T>::backward(const T* dlogits) {
   GMLP_CHECK(this->mode_ == Mode::train);  // an inference plan keeps nothing for backward
-  GMLP_CHECK(trained_);  // BatchNorm's backward is through the batch statistics
+  GMLP_CHECK(trained_);                    // BatchNorm's backward is through the batch statistics
   const int64_t B = this->batch_, K = cfg_.num_classes, L = int64_t(blocks_.size());
   GMLP_CHECK(B > 0);
   const T* w = this->w_.data();
@@ -296,8 +292,7 @@ void Cnn<T>::backward(const T* dlogits) {
   int cur = 0;  // dX_[cur]: ∂L/∂(the current layer's output)
   {
     GMLP_PROFILE("bwd.head");
-    linear_backward(dpooled_, g + head_w_, g + head_b_, dlogits, pooled_, w + head_w_, B, width(),
-                    K, true);
+    linear_backward(dpooled_, g + head_w_, g + head_b_, dlogits, pooled_, w + head_w_, B, width(), K, true);
     const int64_t So = blocks_.back()->out_side();
     global_avg_pool_backward(dX_[cur], dpooled_, B, width(), So * So);
   }

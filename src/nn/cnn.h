@@ -33,8 +33,8 @@ namespace gmlp {
 template <class T>
 class ConvBn {
  public:
-  ConvBn(ParamTable& t, const std::string& conv_name, const std::string& bn_name, int64_t cin,
-         int64_t cout, int64_t k, int64_t stride, int64_t S);
+  ConvBn(ParamTable& t, const std::string& conv_name, const std::string& bn_name, int64_t cin, int64_t cout, int64_t k,
+         int64_t stride, int64_t S);
   void init(T* w, Rng& rng) const;
   void lay_out(Arena<T>& arena, int64_t max_batch);
   // y (B, Cout, So, So) overwritten with BN(conv(x)); x (B, Cin, S, S). training: batch
@@ -49,9 +49,7 @@ class ConvBn {
   int64_t out_side() const { return shape(1).Ho(); }
   int64_t out_size(int64_t B) const { return B * cout_ * out_side() * out_side(); }
   int64_t col_size() const { return shape(chunk_).col_size(); }  // after lay_out
-  double flops_per_image() const {
-    return 2.0 * double(cout_ * cin_ * k_ * k_ * out_side() * out_side());
-  }
+  double flops_per_image() const { return 2.0 * double(cout_ * cin_ * k_ * k_ * out_side() * out_side()); }
   // Eval mode (the running statistics): x (B, Cin, S, S) → returns the value (B, Cout, So, So).
   std::string emit(OnnxBuilder& g, const std::string& x) const;
 
@@ -66,8 +64,7 @@ class ConvBn {
 template <class T>
 class BasicBlock {
  public:
-  BasicBlock(ParamTable& t, const std::string& prefix, int64_t cin, int64_t cout, int64_t stride,
-             int64_t S);
+  BasicBlock(ParamTable& t, const std::string& prefix, int64_t cin, int64_t cout, int64_t stride, int64_t S);
   void init(T* w, Rng& rng) const;
   void lay_out(Arena<T>& arena, int64_t max_batch);  // one layer: ends with next_layer()
   // out (B, Cout, So, So) overwritten; must not alias x (B, Cin, S, S).

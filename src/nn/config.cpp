@@ -7,8 +7,7 @@
 
 namespace gmlp {
 
-const std::vector<std::string> kModelKinds = {"gmlp", "amlp",  "vit",   "mixer",
-                                              "resmlp", "ffonly", "eamlp", "cnn"};
+const std::vector<std::string> kModelKinds = {"gmlp", "amlp", "vit", "mixer", "resmlp", "ffonly", "eamlp", "cnn"};
 const std::vector<std::string> kGateKinds = {"split", "multiplicative", "additive", "linear"};
 
 namespace {
@@ -36,7 +35,8 @@ void ModelConfig::validate() const {
   need(drop_path >= 0.f && drop_path < 1.f, "drop_path must be in [0, 1)", drop_path);
   need(ln_eps > 0 && ln_eps <= 1, "ln_eps must be in (0, 1]", ln_eps);
   need(gate_eps > 0 && gate_eps <= 1, "gate_eps must be in (0, 1]", gate_eps);
-  need(std::isfinite(init_scale) && std::abs(init_scale) <= 1e3, "init_scale must be finite, at most 1000 in size", init_scale);
+  need(std::isfinite(init_scale) && std::abs(init_scale) <= 1e3, "init_scale must be finite, at most 1000 in size",
+       init_scale);
   if (model == "cnn") return;
   need(patch_size > 0 && img_size % patch_size == 0, "patch_size must divide img_size", patch_size);
   need(tokens() <= 65536, "the patch grid must have at most 65536 tokens", tokens());
@@ -47,17 +47,15 @@ void ModelConfig::validate() const {
     need(!split_gate() || ffn % 2 == 0, "ffn must be even for the split gate", ffn);
   }
   if (model == "amlp") need(attn_dim > 0 && attn_dim <= 4096, "attn_dim must be in 1..4096", attn_dim);
-  if (model == "vit" || model == "eamlp")
-    need(heads > 0 && dim % heads == 0, "heads must divide dim", heads);
+  if (model == "vit" || model == "eamlp") need(heads > 0 && dim % heads == 0, "heads must divide dim", heads);
   if (model == "mixer" || model == "ffonly")
     need(token_ffn > 0 && token_ffn <= 65536, "token_ffn must be in 1..65536", token_ffn);
   if (model == "eamlp") need(memory > 0 && memory <= 65536, "memory must be in 1..65536", memory);
 }
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, model, img_size, in_chans,
-                                                patch_size, depth, dim, ffn, num_classes,
-                                                drop_path, ln_eps, gate_eps, gate, attn_dim,
-                                                heads, token_ffn, memory, init_scale)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, model, img_size, in_chans, patch_size, depth, dim, ffn,
+                                                num_classes, drop_path, ln_eps, gate_eps, gate, attn_dim, heads,
+                                                token_ffn, memory, init_scale)
 
 nlohmann::json ModelConfig::to_json() const { return *this; }
 
@@ -87,21 +85,42 @@ const std::vector<Preset>& presets() {
   };
   const PresetTrain small{10, 128, 2e-3f, 0.05f};
   static const std::vector<Preset> all = {
-      {"gmlp-ti16", "gMLP-Ti/16 (paper Table 1): 224 px, 30 blocks, d=128, e=768", vision(30, 128, 768, 0.f), {300, 1024, 1e-3f, 0.05f}},
-      {"gmlp-s16", "gMLP-S/16 (paper Table 1): 224 px, 30 blocks, d=256, e=1536", vision(30, 256, 1536, 0.05f), {300, 1024, 1e-3f, 0.05f}},
-      {"gmlp-b16", "gMLP-B/16 (paper Table 1): 224 px, 30 blocks, d=512, e=3072", vision(30, 512, 3072, 0.2f), {300, 1024, 1e-3f, 0.05f}},
-      {"fmnist-ti", "gMLP, 28×28 gray, patch 4, 4 blocks, d=64, e=256 (0.1M params)", fmnist("gmlp", 4, 64, 256), small},
-      {"fmnist-s", "gMLP, 28×28 gray, patch 4, 6 blocks, d=128, e=512 (0.6M params)", fmnist("gmlp", 6, 128, 512), small},
+      {"gmlp-ti16",
+       "gMLP-Ti/16 (paper Table 1): 224 px, 30 blocks, d=128, e=768",
+       vision(30, 128, 768, 0.f),
+       {300, 1024, 1e-3f, 0.05f}},
+      {"gmlp-s16",
+       "gMLP-S/16 (paper Table 1): 224 px, 30 blocks, d=256, e=1536",
+       vision(30, 256, 1536, 0.05f),
+       {300, 1024, 1e-3f, 0.05f}},
+      {"gmlp-b16",
+       "gMLP-B/16 (paper Table 1): 224 px, 30 blocks, d=512, e=3072",
+       vision(30, 512, 3072, 0.2f),
+       {300, 1024, 1e-3f, 0.05f}},
+      {"fmnist-ti", "gMLP, 28×28 gray, patch 4, 4 blocks, d=64, e=256 (0.1M params)", fmnist("gmlp", 4, 64, 256),
+       small},
+      {"fmnist-s", "gMLP, 28×28 gray, patch 4, 6 blocks, d=128, e=512 (0.6M params)", fmnist("gmlp", 6, 128, 512),
+       small},
       // The comparison at about 1M parameters (gmlp compare; README).
       {"fmnist-gmlp", "gMLP, patch 4, 8 blocks, d=128, e=768 (1.2M params)", fmnist("gmlp", 8, 128, 768), small},
-      {"fmnist-amlp", "aMLP, patch 4, 8 blocks, d=128, e=512, tiny attention 64 (1.2M params)", fmnist("amlp", 8, 128, 512), small},
-      {"fmnist-vit", "ViT/DeiT, patch 4, 6 blocks, d=128, 4 heads, MLP 512, class token (1.2M params)", fmnist("vit", 6, 128, 512), small},
-      {"fmnist-mixer", "MLP-Mixer, patch 4, 8 blocks, d=128, token MLP 64, channel MLP 512 (1.1M params)", with(fmnist("mixer", 8, 128, 512), [](ModelConfig& c) { c.token_ffn = 64; }), small},
-      {"fmnist-resmlp", "ResMLP, patch 4, 8 blocks, d=128, MLP 512, layer scale 0.1 (1.1M params)", fmnist("resmlp", 8, 128, 512), small},
-      {"fmnist-ffonly", "feed-forward only, patch 4, 8 blocks, d=128, MLP 512, token MLP 64 (1.1M params)", with(fmnist("ffonly", 8, 128, 512), [](ModelConfig& c) { c.token_ffn = 64; }), small},
-      {"fmnist-eamlp", "external attention, patch 4, 6 blocks, d=128, 4 heads, memory 64, MLP 512 (1.0M params)", fmnist("eamlp", 6, 128, 512), small},
-      {"fmnist-cnn", "residual CNN, widths 40/80/160, 2 basic blocks per stage (1.1M params)", fmnist("cnn", 2, 40, 0), small},
-      {"cifar-s", "gMLP, 32×32 RGB, patch 4, 6 blocks, d=128, e=512 (0.6M params; CIFAR-sized)", cifar(6, 128, 512), {100, 128, 1e-3f, 0.05f}},
+      {"fmnist-amlp", "aMLP, patch 4, 8 blocks, d=128, e=512, tiny attention 64 (1.2M params)",
+       fmnist("amlp", 8, 128, 512), small},
+      {"fmnist-vit", "ViT/DeiT, patch 4, 6 blocks, d=128, 4 heads, MLP 512, class token (1.2M params)",
+       fmnist("vit", 6, 128, 512), small},
+      {"fmnist-mixer", "MLP-Mixer, patch 4, 8 blocks, d=128, token MLP 64, channel MLP 512 (1.1M params)",
+       with(fmnist("mixer", 8, 128, 512), [](ModelConfig& c) { c.token_ffn = 64; }), small},
+      {"fmnist-resmlp", "ResMLP, patch 4, 8 blocks, d=128, MLP 512, layer scale 0.1 (1.1M params)",
+       fmnist("resmlp", 8, 128, 512), small},
+      {"fmnist-ffonly", "feed-forward only, patch 4, 8 blocks, d=128, MLP 512, token MLP 64 (1.1M params)",
+       with(fmnist("ffonly", 8, 128, 512), [](ModelConfig& c) { c.token_ffn = 64; }), small},
+      {"fmnist-eamlp", "external attention, patch 4, 6 blocks, d=128, 4 heads, memory 64, MLP 512 (1.0M params)",
+       fmnist("eamlp", 6, 128, 512), small},
+      {"fmnist-cnn", "residual CNN, widths 40/80/160, 2 basic blocks per stage (1.1M params)", fmnist("cnn", 2, 40, 0),
+       small},
+      {"cifar-s",
+       "gMLP, 32×32 RGB, patch 4, 6 blocks, d=128, e=512 (0.6M params; CIFAR-sized)",
+       cifar(6, 128, 512),
+       {100, 128, 1e-3f, 0.05f}},
   };
   return all;
 }

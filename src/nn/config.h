@@ -21,22 +21,22 @@ namespace gmlp {
 
 struct ModelConfig {
   std::string model = "gmlp";
-  int img_size = 28;       // S
-  int in_chans = 1;        // C
-  int patch_size = 4;      // P (token models)
-  int depth = 6;           // L: blocks (cnn: basic blocks per stage, three stages)
-  int dim = 128;           // D (cnn: the first stage's width; then 2D, 4D)
-  int ffn = 512;           // F: gMLP's d_ffn; the channel MLP's hidden width elsewhere
-  int num_classes = 10;    // K
-  double drop_path = 0;    // stochastic depth: rate of the last block, linear in depth from 0
-  double ln_eps = 1e-6;    // block and final LayerNorm (timm partial(LayerNorm, eps=1e-6))
-  double gate_eps = 1e-5;  // the SGU's LayerNorm (torch default)
+  int img_size = 28;           // S
+  int in_chans = 1;            // C
+  int patch_size = 4;          // P (token models)
+  int depth = 6;               // L: blocks (cnn: basic blocks per stage, three stages)
+  int dim = 128;               // D (cnn: the first stage's width; then 2D, 4D)
+  int ffn = 512;               // F: gMLP's d_ffn; the channel MLP's hidden width elsewhere
+  int num_classes = 10;        // K
+  double drop_path = 0;        // stochastic depth: rate of the last block, linear in depth from 0
+  double ln_eps = 1e-6;        // block and final LayerNorm (timm partial(LayerNorm, eps=1e-6))
+  double gate_eps = 1e-5;      // the SGU's LayerNorm (torch default)
   std::string gate = "split";  // gmlp/amlp gating s(Z): split, multiplicative, additive, linear
-  int attn_dim = 64;       // amlp: width of the tiny attention
-  int heads = 4;           // vit, eamlp: attention heads
-  int token_ffn = 64;      // mixer, ffonly: hidden width of the MLP across tokens
-  int memory = 64;         // eamlp: memory units per head
-  double init_scale = 0.1; // resmlp: layer-scale initial value
+  int attn_dim = 64;           // amlp: width of the tiny attention
+  int heads = 4;               // vit, eamlp: attention heads
+  int token_ffn = 64;          // mixer, ffonly: hidden width of the MLP across tokens
+  int memory = 64;             // eamlp: memory units per head
+  double init_scale = 0.1;     // resmlp: layer-scale initial value
 
   int grid() const { return img_size / patch_size; }
   int patches() const { return grid() * grid(); }

@@ -9,8 +9,7 @@
 
 namespace gmlp {
 
-int64_t ParamTable::add(const std::string& name, std::vector<int64_t> shape, bool decay,
-                        bool trainable) {
+int64_t ParamTable::add(const std::string& name, std::vector<int64_t> shape, bool decay, bool trainable) {
   for (const ParamInfo& p : params_) GMLP_CHECK(p.name != name);
   ParamInfo p;
   p.name = name;
@@ -136,8 +135,8 @@ template <class T>
 void ParamModel<T>::allocate_params(Storage storage, const nlohmann::json& config) {
   const int64_t n = table_.total();
   if (n > kMaxParams)
-    fail("invalid model config: ", thousands_sep(n), " parameters, more than the ",
-         thousands_sep(kMaxParams), " a model may have (", largest_tensor(table_.list(), config), ")");
+    fail("invalid model config: ", thousands_sep(n), " parameters, more than the ", thousands_sep(kMaxParams),
+         " a model may have (", largest_tensor(table_.list(), config), ")");
   check_fits_in_memory(2.0 * double(n) * sizeof(T),
                        cat("the weights and gradients of a model of ", thousands_sep(n), " parameters"),
                        cat(" (", largest_tensor(table_.list(), config), ")"));

@@ -28,8 +28,8 @@ struct ParamInfo {
   std::string name;            // state_dict key (timm's, where timm has the model)
   std::vector<int64_t> shape;  // state_dict shape
   int64_t offset = 0, numel = 0;
-  bool decay = false;          // weight decay applies (timm: not to biases and 1-D params)
-  bool trainable = true;       // false for buffers such as BatchNorm's running statistics
+  bool decay = false;     // weight decay applies (timm: not to biases and 1-D params)
+  bool trainable = true;  // false for buffers such as BatchNorm's running statistics
 };
 
 // Registers parameters and hands out their offsets into the flat array.
@@ -123,8 +123,7 @@ class ParamModel {
   size_t activation_bytes() const { return acts_.size() * sizeof(T); }
 
  protected:
-  int64_t add_param(const std::string& name, std::vector<int64_t> shape, bool decay,
-                    bool trainable = true) {
+  int64_t add_param(const std::string& name, std::vector<int64_t> shape, bool decay, bool trainable = true) {
     return table_.add(name, std::move(shape), decay, trainable);
   }
   // After the last add_param: checks the total against kMaxParams and memory (an error names

@@ -65,8 +65,8 @@ void OnnxBuilder::input(const std::string& name, onnx::DataType type, const std:
   graph_.inputs.push_back(v);
 }
 
-void OnnxBuilder::output(const std::string& value, const std::string& name,
-                         const std::vector<int64_t>& shape, const std::string& doc) {
+void OnnxBuilder::output(const std::string& value, const std::string& name, const std::vector<int64_t>& shape,
+                         const std::string& doc) {
   op("Identity", {value});
   graph_.nodes.back().outputs = {name};
   graph_.nodes.back().name = name;
@@ -166,7 +166,7 @@ std::string OnnxBuilder::linear(const std::string& x, int64_t w, int64_t b) {
 std::string OnnxBuilder::mix_tokens(const std::string& x, int64_t w, int64_t b) {
   const std::string wname = param(w);
   const Scope scope(*this, module_of(wname));
-  const std::string y = op("MatMul", {wname, x});           // (N', N) · (B, N, C) → (B, N', C)
+  const std::string y = op("MatMul", {wname, x});         // (N', N) · (B, N, C) → (B, N', C)
   return add(y, op("Unsqueeze", {param(b), ints({1})}));  // b as (N', 1): one per token row
 }
 

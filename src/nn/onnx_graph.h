@@ -32,8 +32,7 @@ class OnnxBuilder {
   int opset() const { return opset_; }
 
   // The graph's input and output; a dim of -1 is the symbolic "batch".
-  void input(const std::string& name, onnx::DataType type, const std::vector<int64_t>& shape,
-             const std::string& doc);
+  void input(const std::string& name, onnx::DataType type, const std::vector<int64_t>& shape, const std::string& doc);
   void output(const std::string& value, const std::string& name, const std::vector<int64_t>& shape,
               const std::string& doc);
 
@@ -74,8 +73,8 @@ class OnnxBuilder {
   // Softmax attention on packed qkv (B, N, 3·heads·dh), timm's order (ops/attention.h); bias
   // (heads, N, N) and key_bias (B, 1, 1, N) are added to the scores when non-empty. Returns
   // (B, N, heads·dh).
-  std::string attention(const std::string& qkv, int64_t N, int64_t heads, int64_t dh,
-                        const std::string& bias = "", const std::string& key_bias = "");
+  std::string attention(const std::string& qkv, int64_t N, int64_t heads, int64_t dh, const std::string& bias = "",
+                        const std::string& key_bias = "");
 
   // Values a model makes once for all its layers (the attention's score biases), by key; "" if
   // not set.
@@ -108,7 +107,7 @@ class OnnxBuilder {
   onnx::Graph graph_;
   std::map<int64_t, size_t> param_index_;  // offset → index in params_
   std::vector<bool> used_;
-  std::map<std::string, int> names_;      // node name → times taken
+  std::map<std::string, int> names_;  // node name → times taken
   std::map<std::string, std::string> shared_;
 };
 

@@ -43,17 +43,16 @@ void TextConfig::validate() const {
   if (model == "amlp") need(attn_dim > 0 && attn_dim <= 4096, "attn_dim must be in 1..4096", attn_dim);
   if (model == "bert" || model == "bert_rel") need(heads > 0 && dim % heads == 0, "heads must divide dim", heads);
   if (model == "bert_rel") {
-    need(rel_buckets >= 4 && rel_buckets <= 1024 && rel_buckets % 2 == 0,
-         "rel_buckets must be even, in 4..1024", rel_buckets);
+    need(rel_buckets >= 4 && rel_buckets <= 1024 && rel_buckets % 2 == 0, "rel_buckets must be even, in 4..1024",
+         rel_buckets);
     need(rel_max_distance > rel_buckets / 4 && rel_max_distance <= 1000000,
          "rel_max_distance must exceed rel_buckets/4 and be at most 1000000", rel_max_distance);
   }
 }
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextConfig, model, vocab_size, seq_len, depth, dim,
-                                                ffn, heads, attn_dim, gate, num_classes, pad_mask,
-                                                segments, rel_buckets, rel_max_distance, drop_path, ln_eps,
-                                                gate_eps)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextConfig, model, vocab_size, seq_len, depth, dim, ffn, heads,
+                                                attn_dim, gate, num_classes, pad_mask, segments, rel_buckets,
+                                                rel_max_distance, drop_path, ln_eps, gate_eps)
 
 nlohmann::json TextConfig::to_json() const { return *this; }
 TextConfig TextConfig::from_json(const nlohmann::json& j) { return j.get<TextConfig>(); }
@@ -67,8 +66,10 @@ const std::vector<TextPreset>& text_presets() {
   static const std::vector<TextPreset> all = {
       {"kjv-gmlp", "gMLP, 4 blocks, d=256, e=1024, no positions (3.7M params)", make("gmlp", 4, 1024)},
       {"kjv-amlp", "aMLP, 4 blocks, d=256, e=896, tiny attention 64 (3.8M params)", make("amlp", 4, 896)},
-      {"kjv-bert", "BERT (pre-LN), 2 blocks, d=256, 4 heads, MLP 1024, learned positions (3.7M params)", make("bert", 2, 1024)},
-      {"kjv-bert-rel", "BERT (pre-LN), 2 blocks, d=256, 4 heads, MLP 1024, T5 relative positions (3.6M params)", make("bert_rel", 2, 1024)},
+      {"kjv-bert", "BERT (pre-LN), 2 blocks, d=256, 4 heads, MLP 1024, learned positions (3.7M params)",
+       make("bert", 2, 1024)},
+      {"kjv-bert-rel", "BERT (pre-LN), 2 blocks, d=256, 4 heads, MLP 1024, T5 relative positions (3.6M params)",
+       make("bert_rel", 2, 1024)},
   };
   return all;
 }
@@ -89,8 +90,8 @@ int t5_bucket(int relative_position, int num_buckets, int max_distance) {
   const int n = std::abs(relative_position);
   const int max_exact = half / 2;
   if (n < max_exact) return bucket + n;
-  const int large = max_exact + int(std::log(double(n) / max_exact) /
-                                    std::log(double(max_distance) / max_exact) * (half - max_exact));
+  const int large = max_exact + int(std::log(double(n) / max_exact) / std::log(double(max_distance) / max_exact) *
+                                    (half - max_exact));
   return bucket + std::min(large, half - 1);
 }
 
@@ -110,8 +111,7 @@ TextModel<T>::TextModel(const TextConfig& config, Storage storage) : cfg_(config
     rel_ = t.add("rel_bias.weight", {c.rel_buckets, c.heads}, true);
     buckets_.resize(storage == Storage::allocate ? size_t(N * N) : 0);
     for (int64_t i = 0; i < N && !buckets_.empty(); ++i)
-      for (int64_t j = 0; j < N; ++j)
-        buckets_[i * N + j] = t5_bucket(int(j - i), c.rel_buckets, c.rel_max_distance);
+      for (int64_t j = 0; j < N; ++j) buckets_[i * N + j] = t5_bucket(int(j - i), c.rel_buckets, c.rel_max_distance);
   }
   for (int64_t l = 0; l < L; ++l) {
     const std::string b = "blocks." + std::to_string(l) + ".";
@@ -130,9 +130,7 @@ TextModel<T>::TextModel(const TextConfig& config, Storage storage) : cfg_(config
                                   c.model == "amlp" ? c.attn_dim : 0);
       });
     } else {
-      sublayer("norm1", [&] {
-        return make_self_attention<T>(t, b + "attn", dims, c.heads, style, &score_bias_);
-      });
+      sublayer("norm1", [&] { return make_self_attention<T>(t, b + "attn", dims, c.heads, style, &score_bias_); });
       sublayer("norm2", [&] { return make_channel_mlp<T>(t, b + "mlp", dims, c.ffn, style); });
     }
   }
@@ -168,19 +166,22 @@ void TextModel<T>::init(Rng& rng) {
 
 template <class T>
 void TextModel<T>::lay_out(Arena<T>& a, int64_t B) {
-  const int64_t N = cfg_.seq_len, M = N * B, D = cfg_.dim, V = cfg_.vocab_size,
-                L = int64_t(layers_.size()), HNN = int64_t(cfg_.heads) * N * N;
+  const int64_t N = cfg_.seq_len, M = N * B, D = cfg_.dim, V = cfg_.vocab_size, L = int64_t(layers_.size()),
+                HNN = int64_t(cfg_.heads) * N * N;
   const bool train = a.training();
   x_.assign(L + 1, nullptr);
   for (int64_t l = 0; l < (train ? L + 1 : 2); ++l) a.global(&x_[l], M * D);
-  for (auto [p, n] : {std::pair{&xf_, M * D}, {&meanf_, M}, {&rstdf_, M}, {&logits_, kMlmChunk * V},
-                      {&rows_, kMlmChunk * D}, {&cls_logits_, B * std::max(1, cfg_.num_classes)}})
+  for (auto [p, n] : {std::pair{&xf_, M * D},
+                      {&meanf_, M},
+                      {&rstdf_, M},
+                      {&logits_, kMlmChunk * V},
+                      {&rows_, kMlmChunk * D},
+                      {&cls_logits_, B * std::max(1, cfg_.num_classes)}})
     a.global(p, n);
   if (rel_ >= 0) a.global(&bias_buf_, HNN);
   if (pads_masked()) a.global(&key_bias_, M);
   if (train) {
-    for (auto [p, n] : {std::pair{&dxf_, M * D}, {&dX_, M * D}, {&drows_, kMlmChunk * D}})
-      a.global(p, n);
+    for (auto [p, n] : {std::pair{&dxf_, M * D}, {&dX_, M * D}, {&drows_, kMlmChunk * D}}) a.global(p, n);
     if (rel_ >= 0) a.global(&dbias_buf_, HNN);
   }
   for (const auto& layer : layers_) layer->lay_out(a, B);
@@ -192,14 +193,12 @@ template <class T>
 const T* TextModel<T>::encode(const int32_t* ids, int64_t B, Rng* rng) {
   GMLP_CHECK(B > 0 && B <= this->max_batch_);
   this->batch_ = B;
-  const int64_t N = cfg_.seq_len, M = N * B, D = cfg_.dim, V = cfg_.vocab_size,
-                L = int64_t(layers_.size());
+  const int64_t N = cfg_.seq_len, M = N * B, D = cfg_.dim, V = cfg_.vocab_size, L = int64_t(layers_.size());
   const bool train = this->mode_ == Mode::train;
   auto stream = [&](int64_t l) { return train ? x_[l] : x_[l % 2]; };
   const T* w = this->w_.data();
   for (int64_t i = 0; i < M; ++i)
-    if (ids[i] < 0 || ids[i] >= V)
-      fail("token id ", ids[i], " at position ", i, " is outside the vocabulary of ", V);
+    if (ids[i] < 0 || ids[i] >= V) fail("token id ", ids[i], " at position ", i, " is outside the vocabulary of ", V);
   std::copy(ids, ids + M, ids_.begin());
   if (seg_ >= 0)
     for (int64_t b = 0; b < B; ++b) {
@@ -211,8 +210,8 @@ const T* TextModel<T>::encode(const int32_t* ids, int64_t B, Rng* rng) {
     }
   {
     GMLP_PROFILE("fwd.embed");
-    embedding_forward(stream(0), ids, seg_ >= 0 ? segs_.data() : nullptr, w + embed_,
-                      pos_ >= 0 ? w + pos_ : nullptr, seg_ >= 0 ? w + seg_ : nullptr, N, B, D);
+    embedding_forward(stream(0), ids, seg_ >= 0 ? segs_.data() : nullptr, w + embed_, pos_ >= 0 ? w + pos_ : nullptr,
+                      seg_ >= 0 ? w + seg_ : nullptr, N, B, D);
   }
   if (rel_ >= 0) {
     rel_bias_forward(bias_buf_, buckets_.data(), w + rel_, int64_t(cfg_.heads), N);
@@ -224,8 +223,7 @@ const T* TextModel<T>::encode(const int32_t* ids, int64_t B, Rng* rng) {
   }
   for (int64_t l = 0; l < L; ++l) layers_[l]->forward(stream(l + 1), stream(l), w, B, rng);
   GMLP_PROFILE("fwd.norm");
-  layernorm_forward(xf_, D, meanf_, rstdf_, stream(L), D, w + norm_w_, w + norm_b_, M, D,
-                    T(cfg_.ln_eps));
+  layernorm_forward(xf_, D, meanf_, rstdf_, stream(L), D, w + norm_w_, w + norm_b_, M, D, T(cfg_.ln_eps));
   return xf_;
 }
 
@@ -245,9 +243,8 @@ const T* TextModel<T>::mlm_logits(const int64_t* positions, int64_t count) {
 }
 
 template <class T>
-typename TextModel<T>::MlmResult TextModel<T>::mlm(const int64_t* positions, const int32_t* labels,
-                                                   int64_t count, bool backward,
-                                                   const T* cls_dlogits, T weight) {
+typename TextModel<T>::MlmResult TextModel<T>::mlm(const int64_t* positions, const int32_t* labels, int64_t count,
+                                                   bool backward, const T* cls_dlogits, T weight) {
   const int64_t N = cfg_.seq_len, B = this->batch_, D = cfg_.dim, V = cfg_.vocab_size;
   MlmResult r;
   if (backward) {
@@ -305,20 +302,18 @@ void TextModel<T>::classify_backward(const T* dlogits) {
   const int64_t B = this->batch_, N = cfg_.seq_len, D = cfg_.dim;
   T* g = this->g_.data();
   std::fill(dxf_, dxf_ + N * B * D, T(0));
-  linear_backward(dxf_, g + cls_w_, g + cls_b_, dlogits, xf_, this->w_.data() + cls_w_, B, D,
-                  int64_t(cfg_.num_classes), true);
+  linear_backward(dxf_, g + cls_w_, g + cls_b_, dlogits, xf_, this->w_.data() + cls_w_, B, D, int64_t(cfg_.num_classes),
+                  true);
   backward_encoder();
 }
 
 template <class T>
 void TextModel<T>::backward_encoder() {
-  const int64_t B = this->batch_, N = cfg_.seq_len, M = N * B, D = cfg_.dim,
-                L = int64_t(layers_.size());
+  const int64_t B = this->batch_, N = cfg_.seq_len, M = N * B, D = cfg_.dim, L = int64_t(layers_.size());
   const T* w = this->w_.data();
   T* g = this->g_.data();
   std::fill(dX_, dX_ + M * D, T(0));
-  layernorm_backward(dX_, D, g + norm_w_, g + norm_b_, dxf_, D, x_[L], D, meanf_, rstdf_,
-                     w + norm_w_, M, D);
+  layernorm_backward(dX_, D, g + norm_w_, g + norm_b_, dxf_, D, x_[L], D, meanf_, rstdf_, w + norm_w_, M, D);
   if (rel_ >= 0) {
     std::fill(dbias_buf_, dbias_buf_ + int64_t(cfg_.heads) * N * N, T(0));
     score_bias_.dbias = dbias_buf_;
@@ -326,8 +321,8 @@ void TextModel<T>::backward_encoder() {
   for (int64_t l = L - 1; l >= 0; --l) layers_[l]->backward(dX_, x_[l], w, g, B);
   GMLP_PROFILE("bwd.embed");
   if (rel_ >= 0) rel_bias_backward(g + rel_, dbias_buf_, buckets_.data(), int64_t(cfg_.heads), N);
-  embedding_backward(g + embed_, pos_ >= 0 ? g + pos_ : nullptr, seg_ >= 0 ? g + seg_ : nullptr,
-                     dX_, ids_.data(), seg_ >= 0 ? segs_.data() : nullptr, N, B, D);
+  embedding_backward(g + embed_, pos_ >= 0 ? g + pos_ : nullptr, seg_ >= 0 ? g + seg_ : nullptr, dX_, ids_.data(),
+                     seg_ >= 0 ? segs_.data() : nullptr, N, B, D);
 }
 
 template <class T>

@@ -119,9 +119,9 @@ class TextModel final : public ParamModel<T> {
   int64_t embed_ = 0, pos_ = -1, seg_ = -1, rel_ = -1, norm_w_ = 0, norm_b_ = 0, mlm_b_ = 0;
   int64_t cls_w_ = -1, cls_b_ = -1;
 
-  std::vector<int32_t> ids_;  // the last encode's ids, for the embedding's backward
+  std::vector<int32_t> ids_;   // the last encode's ids, for the embedding's backward
   std::vector<uint8_t> segs_;  // with segments: the last encode's segment of each (b, n)
-  std::vector<T> probs_;      // the MLM head's softmax, one chunk
+  std::vector<T> probs_;       // the MLM head's softmax, one chunk
   T *xf_ = nullptr, *meanf_ = nullptr, *rstdf_ = nullptr, *logits_ = nullptr, *rows_ = nullptr;
   T *cls_logits_ = nullptr, *bias_buf_ = nullptr, *dbias_buf_ = nullptr, *key_bias_ = nullptr;
   std::vector<T*> x_;

@@ -22,8 +22,7 @@ namespace gmlp {
 
 // ---------------------------------------------------------------------------------------------
 template <class T>
-Residual<T>::Residual(ParamTable& table, const ResidualSpec& spec, int64_t N, int64_t D)
-    : spec_(spec), N_(N), D_(D) {
+Residual<T>::Residual(ParamTable& table, const ResidualSpec& spec, int64_t N, int64_t D) : spec_(spec), N_(N), D_(D) {
   if (spec.norm == NormKind::layernorm) {
     norm_w_ = table.add(spec.norm_name + ".weight", {D}, false);
     norm_b_ = table.add(spec.norm_name + ".bias", {D}, false);
@@ -46,8 +45,10 @@ void Residual<T>::lay_out(Arena<T>& a, int64_t B) {
   const int64_t M = N_ * B;
   if (spec_.norm != NormKind::none) a.keep(&xn_, M * D_);
   if (spec_.norm == NormKind::layernorm) a.keep(&mean_, M), a.keep(&rstd_, M);
-  if (scale_ >= 0) a.keep(&y_, M * D_);  // layer scale's gradient needs the unscaled branch
-  else a.temp(&y_, M * D_);
+  if (scale_ >= 0)
+    a.keep(&y_, M * D_);  // layer scale's gradient needs the unscaled branch
+  else
+    a.temp(&y_, M * D_);
   a.keep(&keep_, B);
   branch_->lay_out(a, B);
   if (a.training()) a.temp(&dy_, M * D_), a.temp(&dxn_, M * D_);
@@ -91,12 +92,9 @@ void Residual<T>::backward(T* dx, const T* in, const T* w, T* g, int64_t B) {
   GMLP_PROFILE("bwd.layernorm");
   switch (spec_.norm) {
     case NormKind::layernorm:
-      layernorm_backward(dx, D, g + norm_w_, g + norm_b_, dxn_, D, in, D, mean_, rstd_,
-                         w + norm_w_, M, D);
+      layernorm_backward(dx, D, g + norm_w_, g + norm_b_, dxn_, D, in, D, mean_, rstd_, w + norm_w_, M, D);
       break;
-    case NormKind::affine:
-      affine_backward(dx, g + norm_w_, g + norm_b_, dxn_, in, w + norm_w_, M, D);
-      break;
+    case NormKind::affine: affine_backward(dx, g + norm_w_, g + norm_b_, dxn_, in, w + norm_w_, M, D); break;
     case NormKind::none:
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < M * D; ++i) dx[i] += dxn_[i];
@@ -140,8 +138,7 @@ TokenModel<T>::TokenModel(const ModelConfig& config, Storage storage) : Model<T>
     // timm: drop-path rates rise linearly from 0 at the first block to drop_path at the last.
     const double rate = L > 1 ? double(c.drop_path) * double(l) / double(L - 1) : c.drop_path;
     // One residual sublayer: its norm (and layer scale) first, then its branch.
-    auto sublayer = [&](NormKind norm, const std::string& norm_name, const std::string& scale,
-                        auto make_branch) {
+    auto sublayer = [&](NormKind norm, const std::string& norm_name, const std::string& scale, auto make_branch) {
       ResidualSpec s;
       s.norm = norm, s.norm_name = b + norm_name, s.eps = c.ln_eps, s.drop_rate = rate;
       if (!scale.empty()) s.scale_name = b + scale, s.scale_init = c.init_scale;
@@ -160,19 +157,18 @@ TokenModel<T>::TokenModel(const ModelConfig& config, Storage storage) : Model<T>
       sublayer(LN, "norm2", "", [&] { return make_channel_mlp<T>(t, b + "mlp_channels", dims, c.ffn, style_); });
     } else if (kind == "resmlp") {
       sublayer(NormKind::affine, "norm1", "ls1", [&] { return make_token_linear<T>(t, b + "linear_tokens", dims); });
-      sublayer(NormKind::affine, "norm2", "ls2", [&] { return make_channel_mlp<T>(t, b + "mlp_channels", dims, c.ffn, style_); });
+      sublayer(NormKind::affine, "norm2", "ls2",
+               [&] { return make_channel_mlp<T>(t, b + "mlp_channels", dims, c.ffn, style_); });
     } else if (kind == "vit") {
       sublayer(LN, "norm1", "", [&] { return make_self_attention<T>(t, b + "attn", dims, c.heads, style_); });
       sublayer(LN, "norm2", "", [&] { return make_channel_mlp<T>(t, b + "mlp", dims, c.ffn, style_); });
     } else if (kind == "ffonly") {  // Melas-Kyriazi's LinearBlock: channels first, then tokens
       sublayer(LN, "norm1", "", [&] { return make_channel_mlp<T>(t, b + "mlp1", dims, c.ffn, style_); });
-      sublayer(NormKind::none, "", "", [&] {
-        return make_token_mlp<T>(t, b + "mlp2", dims, c.token_ffn, style_, b + "norm2", c.ln_eps);
-      });
+      sublayer(NormKind::none, "", "",
+               [&] { return make_token_mlp<T>(t, b + "mlp2", dims, c.token_ffn, style_, b + "norm2", c.ln_eps); });
     } else if (kind == "eamlp") {
-      sublayer(LN, "norm1", "", [&] {
-        return make_external_attention<T>(t, b + "attn", dims, c.heads, c.memory, style_);
-      });
+      sublayer(LN, "norm1", "",
+               [&] { return make_external_attention<T>(t, b + "attn", dims, c.heads, c.memory, style_); });
       sublayer(LN, "norm2", "", [&] { return make_channel_mlp<T>(t, b + "mlp", dims, c.ffn, style_); });
     } else {
       fail("model '", kind, "' is not a token model");
@@ -193,8 +189,7 @@ TokenModel<T>::TokenModel(const ModelConfig& config, Storage storage) : Model<T>
 template <class T>
 void TokenModel<T>::init(Rng& rng) {
   T* w = this->w_.data();
-  const int64_t C = cfg_.in_chans, P = cfg_.patch_size, D = cfg_.dim, N = cfg_.tokens(),
-                K = cfg_.num_classes;
+  const int64_t C = cfg_.in_chans, P = cfg_.patch_size, D = cfg_.dim, N = cfg_.tokens(), K = cfg_.num_classes;
   if (style_ == InitStyle::mixer) {  // timm MlpMixer: lecun-normal stem, zero head
     init::lecun_normal(w + stem_w_, D * C * P * P, C * P * P, rng);
     init::fill(w + stem_b_, D, T(0));
@@ -223,12 +218,10 @@ void TokenModel<T>::lay_out(Arena<T>& a, int64_t max_batch) {
   a.global(&patches_, int64_t(cfg_.patches()) * B * cfg_.patch_dim());
   x_.assign(L + 1, nullptr);
   for (int64_t l = 0; l < (train ? L + 1 : 2); ++l) a.global(&x_[l], M * D);
-  for (auto [p, n] : {std::pair{&xf_, M * D}, {&meanf_, M}, {&rstdf_, M}, {&pooled_, B * D},
-                      {&logits_, B * K}})
+  for (auto [p, n] : {std::pair{&xf_, M * D}, {&meanf_, M}, {&rstdf_, M}, {&pooled_, B * D}, {&logits_, B * K}})
     a.global(p, n);
   if (train)
-    for (auto [p, n] : {std::pair{&dpooled_, B * D}, {&dxf_, M * D}, {&dX_, M * D}})
-      a.global(p, n);
+    for (auto [p, n] : {std::pair{&dpooled_, B * D}, {&dxf_, M * D}, {&dX_, M * D}}) a.global(p, n);
   for (const auto& layer : layers_) layer->lay_out(a, max_batch);  // inference: x_[0], x_[1] alternate
 }
 
@@ -236,8 +229,8 @@ template <class T>
 const T* TokenModel<T>::forward(const T* images, int64_t B, Rng* rng) {
   GMLP_CHECK(B > 0 && B <= this->max_batch_);
   this->batch_ = B;
-  const int64_t N = cfg_.tokens(), Np = cfg_.patches(), M = N * B, D = cfg_.dim,
-                K = cfg_.num_classes, L = int64_t(layers_.size());
+  const int64_t N = cfg_.tokens(), Np = cfg_.patches(), M = N * B, D = cfg_.dim, K = cfg_.num_classes,
+                L = int64_t(layers_.size());
   const bool train = this->mode_ == Mode::train;
   auto stream = [&](int64_t l) { return train ? x_[l] : x_[l % 2]; };
   const T* w = this->w_.data();
@@ -247,8 +240,7 @@ const T* TokenModel<T>::forward(const T* images, int64_t B, Rng* rng) {
     patchify(patches_, images, ps);
     T* x0 = stream(0);
     // Token-major: with a class token, its B rows come first, then the patches'.
-    linear_forward(x0 + (cls_ ? B * D : 0), patches_, w + stem_w_, w + stem_b_, Np * B,
-                   ps.patch_dim(), D);
+    linear_forward(x0 + (cls_ ? B * D : 0), patches_, w + stem_w_, w + stem_b_, Np * B, ps.patch_dim(), D);
     if (cls_) {
       for (int64_t b = 0; b < B; ++b) std::copy(w + cls_token_, w + cls_token_ + D, x0 + b * D);
       const T* pos = w + pos_embed_;
@@ -265,8 +257,7 @@ const T* TokenModel<T>::forward(const T* images, int64_t B, Rng* rng) {
     if (final_norm_ == NormKind::affine) {
       affine_forward(xf_, xl, w + norm_w_, w + norm_b_, M, D);
     } else {
-      layernorm_forward(xf_, D, meanf_, rstdf_, xl, D, w + norm_w_, w + norm_b_, M, D,
-                        T(cfg_.ln_eps));
+      layernorm_forward(xf_, D, meanf_, rstdf_, xl, D, w + norm_w_, w + norm_b_, M, D, T(cfg_.ln_eps));
     }
     if (cls_)
       std::copy(xf_, xf_ + B * D, pooled_);  // the class token's rows
@@ -280,8 +271,8 @@ const T* TokenModel<T>::forward(const T* images, int64_t B, Rng* rng) {
 template <class T>
 void TokenModel<T>::backward(const T* dlogits) {
   GMLP_CHECK(this->mode_ == Mode::train);  // an inference plan keeps nothing for backward
-  const int64_t B = this->batch_, N = cfg_.tokens(), Np = cfg_.patches(), M = N * B,
-                D = cfg_.dim, K = cfg_.num_classes, L = int64_t(layers_.size());
+  const int64_t B = this->batch_, N = cfg_.tokens(), Np = cfg_.patches(), M = N * B, D = cfg_.dim, K = cfg_.num_classes,
+                L = int64_t(layers_.size());
   GMLP_CHECK(B > 0);
   const T* w = this->w_.data();
   T* g = this->g_.data();
@@ -298,8 +289,7 @@ void TokenModel<T>::backward(const T* dlogits) {
     if (final_norm_ == NormKind::affine)
       affine_backward(dX_, g + norm_w_, g + norm_b_, dxf_, x_[L], w + norm_w_, M, D);
     else
-      layernorm_backward(dX_, D, g + norm_w_, g + norm_b_, dxf_, D, x_[L], D, meanf_, rstdf_,
-                         w + norm_w_, M, D);
+      layernorm_backward(dX_, D, g + norm_w_, g + norm_b_, dxf_, D, x_[L], D, meanf_, rstdf_, w + norm_w_, M, D);
   }
   for (int64_t l = L - 1; l >= 0; --l) layers_[l]->backward(dX_, x_[l], w, g, B);
   {
@@ -314,8 +304,8 @@ void TokenModel<T>::backward(const T* dlogits) {
 #pragma omp simd
         for (int64_t d = 0; d < D; ++d) gcls[d] += dX_[b * D + d];
     }
-    linear_backward<T>(nullptr, g + stem_w_, g + stem_b_, dX_ + (cls_ ? B * D : 0), patches_,
-                       w + stem_w_, Np * B, cfg_.patch_dim(), D);
+    linear_backward<T>(nullptr, g + stem_w_, g + stem_b_, dX_ + (cls_ ? B * D : 0), patches_, w + stem_w_, Np * B,
+                       cfg_.patch_dim(), D);
   }
 }
 
@@ -327,14 +317,13 @@ std::string TokenModel<T>::emit(OnnxBuilder& g, const std::string& images) const
     // timm's PatchEmbed: a P×P convolution of stride P, its (B, D, G, G) output flattened to
     // tokens in row-major grid order.
     const OnnxBuilder::Scope scope(g, cls_ ? "patch_embed" : "stem");
-    x = g.op("Conv", {images, g.param(stem_w_), g.param(stem_b_)},
-             {onnx::attr("kernel_shape", std::vector<int64_t>{P, P}),
-              onnx::attr("strides", std::vector<int64_t>{P, P})});
+    x = g.op(
+        "Conv", {images, g.param(stem_w_), g.param(stem_b_)},
+        {onnx::attr("kernel_shape", std::vector<int64_t>{P, P}), onnx::attr("strides", std::vector<int64_t>{P, P})});
     x = g.transpose(g.reshape(x, {0, D, Np}), {0, 2, 1});
   }
   if (cls_) {  // the class token first, then positions added to every token
-    const std::string batch =
-        g.op("Shape", {images}, {onnx::attr("start", int64_t(0)), onnx::attr("end", int64_t(1))});
+    const std::string batch = g.op("Shape", {images}, {onnx::attr("start", int64_t(0)), onnx::attr("end", int64_t(1))});
     const std::string shape = g.op("Concat", {batch, g.ints({1, D})}, {onnx::attr("axis", int64_t(0))});
     const std::string cls = g.op("Expand", {g.param(cls_token_), shape});
     x = g.op("Concat", {cls, x}, {onnx::attr("axis", int64_t(1))});

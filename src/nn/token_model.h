@@ -43,7 +43,7 @@ struct ResidualSpec {
   std::string norm_name;   // e.g. "blocks.0.norm1" (weight/bias, or alpha/beta)
   std::string scale_name;  // layer scale (ResMLP "blocks.0.ls1"), or empty for none
   float scale_init = 0.1f;
-  double drop_rate = 0;    // stochastic depth
+  double drop_rate = 0;  // stochastic depth
   float eps = 1e-6f;
 };
 
@@ -96,8 +96,7 @@ class TokenModel final : public Model<T> {
   int64_t stem_w_ = 0, stem_b_ = 0, cls_token_ = -1, pos_embed_ = -1;
   int64_t norm_w_ = 0, norm_b_ = 0, head_w_ = 0, head_b_ = 0;
 
-  T *patches_ = nullptr, *xf_ = nullptr, *meanf_ = nullptr, *rstdf_ = nullptr,
-    *pooled_ = nullptr, *logits_ = nullptr;
+  T *patches_ = nullptr, *xf_ = nullptr, *meanf_ = nullptr, *rstdf_ = nullptr, *pooled_ = nullptr, *logits_ = nullptr;
   std::vector<T*> x_;  // residual stream: x_[i] is sublayer i's input, x_[L] the last output
   T *dpooled_ = nullptr, *dxf_ = nullptr, *dX_ = nullptr;
 };

@@ -33,10 +33,10 @@ void add_relu_backward_ref(T* dsum, const T* dout, const T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dsum[i] = out[i] > T(0) ? dout[i] : T(0);
 }
 
-#define GMLP_INSTANTIATE(T)                                                      \
-  template void add_relu_forward<T>(T*, const T*, const T*, int64_t);            \
-  template void add_relu_backward<T>(T*, const T*, const T*, int64_t);           \
-  template void add_relu_forward_ref<T>(T*, const T*, const T*, int64_t);        \
+#define GMLP_INSTANTIATE(T)                                               \
+  template void add_relu_forward<T>(T*, const T*, const T*, int64_t);     \
+  template void add_relu_backward<T>(T*, const T*, const T*, int64_t);    \
+  template void add_relu_forward_ref<T>(T*, const T*, const T*, int64_t); \
   template void add_relu_backward_ref<T>(T*, const T*, const T*, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

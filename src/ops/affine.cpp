@@ -14,8 +14,7 @@ void affine_forward(T* y, const T* x, const T* alpha, const T* beta, int64_t M, 
 }
 
 template <class T>
-void affine_backward(T* dx, T* dalpha, T* dbeta, const T* dy, const T* x, const T* alpha,
-                     int64_t M, int64_t D) {
+void affine_backward(T* dx, T* dalpha, T* dbeta, const T* dy, const T* x, const T* alpha, int64_t M, int64_t D) {
   // fwd: y = α ⊙ x + β  =>  dx += α ⊙ dy;  dα += Σ dy ⊙ x;  dβ += Σ dy
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < M; ++r)
@@ -39,13 +38,11 @@ void affine_backward(T* dx, T* dalpha, T* dbeta, const T* dy, const T* x, const 
 template <class T>
 void affine_forward_ref(T* y, const T* x, const T* alpha, const T* beta, int64_t M, int64_t D) {
   for (int64_t r = 0; r < M; ++r)
-    for (int64_t d = 0; d < D; ++d)
-      y[r * D + d] = T(double(alpha[d]) * double(x[r * D + d]) + double(beta[d]));
+    for (int64_t d = 0; d < D; ++d) y[r * D + d] = T(double(alpha[d]) * double(x[r * D + d]) + double(beta[d]));
 }
 
 template <class T>
-void affine_backward_ref(T* dx, T* dalpha, T* dbeta, const T* dy, const T* x, const T* alpha,
-                         int64_t M, int64_t D) {
+void affine_backward_ref(T* dx, T* dalpha, T* dbeta, const T* dy, const T* x, const T* alpha, int64_t M, int64_t D) {
   for (int64_t d = 0; d < D; ++d) {
     double da = 0, db = 0;
     for (int64_t r = 0; r < M; ++r) {
@@ -58,13 +55,11 @@ void affine_backward_ref(T* dx, T* dalpha, T* dbeta, const T* dy, const T* x, co
   }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                   \
-  template void affine_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t);        \
-  template void affine_backward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t,        \
-                                   int64_t);                                                  \
-  template void affine_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t);    \
-  template void affine_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t,    \
-                                       int64_t);
+#define GMLP_INSTANTIATE(T)                                                                     \
+  template void affine_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t);          \
+  template void affine_backward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t); \
+  template void affine_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t);      \
+  template void affine_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)
 

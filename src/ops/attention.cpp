@@ -60,8 +60,7 @@ void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias, con
 }
 
 template <class T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnShape s,
-                        T* scratch, T* dbias) {
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnShape s, T* scratch, T* dbias) {
   const int64_t N = s.N, dh = s.dh, pairs = s.B * s.heads;
   const Views v(s);
   const T scale = T(1) / std::sqrt(T(dh));
@@ -125,8 +124,7 @@ inline int64_t at(const AttnShape& s, int64_t cols, int64_t n, int64_t b, int64_
 
 // The reference's probabilities for one (b, h): P[i·N + j], query i, key j.
 template <class T>
-std::vector<double> ref_probs(const T* qkv, AttnShape s, int64_t b, int64_t h, const T* bias,
-                              const T* key_bias) {
+std::vector<double> ref_probs(const T* qkv, AttnShape s, int64_t b, int64_t h, const T* bias, const T* key_bias) {
   const int64_t N = s.N, W = s.width(), C = 3 * W;
   const double scale = 1.0 / std::sqrt(double(s.dh));
   std::vector<double> P(N * N);
@@ -135,8 +133,7 @@ std::vector<double> ref_probs(const T* qkv, AttnShape s, int64_t b, int64_t h, c
     for (int64_t j = 0; j < N; ++j) {
       double acc = 0;
       for (int64_t d = 0; d < s.dh; ++d)
-        acc += double(qkv[at(s, C, i, b, h * s.dh + d)]) *
-               double(qkv[at(s, C, j, b, W + h * s.dh + d)]);
+        acc += double(qkv[at(s, C, i, b, h * s.dh + d)]) * double(qkv[at(s, C, j, b, W + h * s.dh + d)]);
       P[i * N + j] = acc * scale + (bias ? double(bias[(h * N + i) * N + j]) : 0.0) +
                      (key_bias ? double(key_bias[b * N + j]) : 0.0);
       mx = std::max(mx, P[i * N + j]);
@@ -158,16 +155,15 @@ void attention_forward_ref(T* o, const T* qkv, AttnShape s, const T* bias, const
       for (int64_t i = 0; i < N; ++i)
         for (int64_t d = 0; d < s.dh; ++d) {
           double acc = 0;
-          for (int64_t j = 0; j < N; ++j)
-            acc += P[i * N + j] * double(qkv[at(s, C, j, b, 2 * W + h * s.dh + d)]);
+          for (int64_t j = 0; j < N; ++j) acc += P[i * N + j] * double(qkv[at(s, C, j, b, 2 * W + h * s.dh + d)]);
           o[at(s, W, i, b, h * s.dh + d)] = T(acc);
         }
     }
 }
 
 template <class T>
-void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s, const T* bias,
-                            T* dbias, const T* key_bias) {
+void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s, const T* bias, T* dbias,
+                            const T* key_bias) {
   const int64_t N = s.N, W = s.width(), C = 3 * W, dh = s.dh;
   const double scale = 1.0 / std::sqrt(double(dh));
   for (int64_t b = 0; b < s.B; ++b)
@@ -175,9 +171,7 @@ void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s, c
       const std::vector<double> P = ref_probs(qkv, s, b, h, bias, key_bias);
       auto q = [&](int64_t n, int64_t d) { return double(qkv[at(s, C, n, b, h * dh + d)]); };
       auto k = [&](int64_t n, int64_t d) { return double(qkv[at(s, C, n, b, W + h * dh + d)]); };
-      auto vv = [&](int64_t n, int64_t d) {
-        return double(qkv[at(s, C, n, b, 2 * W + h * dh + d)]);
-      };
+      auto vv = [&](int64_t n, int64_t d) { return double(qkv[at(s, C, n, b, 2 * W + h * dh + d)]); };
       auto dO = [&](int64_t n, int64_t d) { return double(dout[at(s, W, n, b, h * dh + d)]); };
       // dP[i][j] = Σ_d dO[i][d] V[j][d];  dS = P ⊙ (dP − Σ_j dP ⊙ P)
       std::vector<double> dS(N * N);
@@ -197,9 +191,9 @@ void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s, c
         for (int64_t d = 0; d < dh; ++d) {
           double dq = 0, dk = 0, dv = 0;
           for (int64_t m = 0; m < N; ++m) {
-            dq += dS[n * N + m] * k(m, d) * scale;   // S[n][m] = scale Σ q[n]·k[m]
-            dk += dS[m * N + n] * q(m, d) * scale;   // S[m][n] = scale Σ q[m]·k[n]
-            dv += P[m * N + n] * dO(m, d);           // O[m] = Σ_n P[m][n] v[n]
+            dq += dS[n * N + m] * k(m, d) * scale;  // S[n][m] = scale Σ q[n]·k[m]
+            dk += dS[m * N + n] * q(m, d) * scale;  // S[m][n] = scale Σ q[m]·k[n]
+            dv += P[m * N + n] * dO(m, d);          // O[m] = Σ_n P[m][n] v[n]
           }
           dqkv[at(s, C, n, b, h * dh + d)] = T(dq);
           dqkv[at(s, C, n, b, W + h * dh + d)] = T(dk);
@@ -208,12 +202,11 @@ void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s, c
     }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                  \
+#define GMLP_INSTANTIATE(T)                                                                 \
   template void attention_forward<T>(T*, T*, const T*, AttnShape, const T*, const T*);      \
   template void attention_backward<T>(T*, const T*, const T*, const T*, AttnShape, T*, T*); \
   template void attention_forward_ref<T>(T*, const T*, AttnShape, const T*, const T*);      \
-  template void attention_backward_ref<T>(T*, const T*, const T*, AttnShape, const T*, T*,   \
-                                          const T*);
+  template void attention_backward_ref<T>(T*, const T*, const T*, AttnShape, const T*, T*, const T*);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)
 

@@ -19,7 +19,7 @@
 namespace gmlp {
 
 struct AttnShape {
-  int64_t N, B, heads, dh;  // tokens, batch, heads, width per head
+  int64_t N, B, heads, dh;                      // tokens, batch, heads, width per head
   int64_t width() const { return heads * dh; }  // D_attn
 };
 
@@ -27,25 +27,21 @@ struct AttnShape {
 // softmax probabilities (saved for backward), row = query, column = key. Softmax is stable
 // (the row max is subtracted before exp).
 template <class T>
-void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias = nullptr,
-                       const T* key_bias = nullptr);
+void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias = nullptr, const T* key_bias = nullptr);
 
 // dqkv: (N, B, 3·width) overwritten with ∂L/∂qkv given dout = ∂L/∂o (N, B, width) and the P
 // saved by attention_forward. scratch: B·heads·N·N values (dP, then dS in place), overwritten.
 //   dP = dO Vᵀ,  dV = Pᵀ dO,  dS = P ⊙ (dP − rowsum(dP ⊙ P)),  dQ = dS K·scale,  dK = dSᵀ Q·scale
 // dbias (heads, N, N), if given, accumulates Σ_b dS (the bias gradient).
 template <class T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnShape s,
-                        T* scratch, T* dbias = nullptr);
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnShape s, T* scratch, T* dbias = nullptr);
 
 // Plain loops (double accumulation) straight from the definition; no saved state. The backward
 // recomputes P and overwrites dqkv.
 template <class T>
-void attention_forward_ref(T* o, const T* qkv, AttnShape s, const T* bias = nullptr,
-                           const T* key_bias = nullptr);
+void attention_forward_ref(T* o, const T* qkv, AttnShape s, const T* bias = nullptr, const T* key_bias = nullptr);
 template <class T>
-void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s,
-                            const T* bias = nullptr, T* dbias = nullptr,
-                            const T* key_bias = nullptr);
+void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s, const T* bias = nullptr,
+                            T* dbias = nullptr, const T* key_bias = nullptr);
 
 }  // namespace gmlp

@@ -21,9 +21,8 @@ std::vector<double> sum_over_batch(const std::vector<double>& part, int64_t B, i
 }  // namespace
 
 template <class T>
-void batchnorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta,
-                       T* running_mean, T* running_var, int64_t B, int64_t C, int64_t HW,
-                       bool training, T eps, T momentum) {
+void batchnorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, T* running_mean,
+                       T* running_var, int64_t B, int64_t C, int64_t HW, bool training, T eps, T momentum) {
   std::vector<T> mu(C), r(C);
   if (training) {
     const int64_t n = B * HW;
@@ -41,7 +40,7 @@ void batchnorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const
       }
     const std::vector<double> sum = sum_over_batch(part, B, C);
     for (int64_t c = 0; c < C; ++c) mu[c] = T(sum[c] / double(n));
-    // Two passes: the variance of the centred values does not cancel.
+      // Two passes: the variance of the centred values does not cancel.
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t c = 0; c < C; ++c) {
@@ -58,8 +57,7 @@ void batchnorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const
       r[c] = T(1.0 / std::sqrt(var + double(eps)));
       if (running_mean) running_mean[c] = (T(1) - momentum) * running_mean[c] + momentum * mu[c];
       if (running_var)
-        running_var[c] = (T(1) - momentum) * running_var[c] +
-                         momentum * T(ss[c] / double(n - 1));  // unbiased
+        running_var[c] = (T(1) - momentum) * running_var[c] + momentum * T(ss[c] / double(n - 1));  // unbiased
     }
   } else {
     for (int64_t c = 0; c < C; ++c) {
@@ -81,8 +79,8 @@ void batchnorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const
 }
 
 template <class T>
-void batchnorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean,
-                        const T* rstd, const T* gamma, int64_t B, int64_t C, int64_t HW) {
+void batchnorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean, const T* rstd,
+                        const T* gamma, int64_t B, int64_t C, int64_t HW) {
   // fwd: x̂ = (x - μ)·r;  y = x̂·γ + β, with μ, r the statistics over n = B·HW values
   //  =>  dβ = Σ dy,  dγ = Σ dy·x̂,  dx = γ·r·(dy - dβ/n - x̂·dγ/n)
   const int64_t n = B * HW;
@@ -125,9 +123,8 @@ void batchnorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, con
 }
 
 template <class T>
-void batchnorm_forward_ref(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta,
-                           T* running_mean, T* running_var, int64_t B, int64_t C, int64_t HW,
-                           bool training, T eps, T momentum) {
+void batchnorm_forward_ref(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, T* running_mean,
+                           T* running_var, int64_t B, int64_t C, int64_t HW, bool training, T eps, T momentum) {
   const int64_t n = B * HW;
   for (int64_t c = 0; c < C; ++c) {
     double mu, var;
@@ -145,10 +142,8 @@ void batchnorm_forward_ref(T* y, T* mean, T* rstd, const T* x, const T* gamma, c
         }
       const double unbiased = var / double(n - 1);
       var /= double(n);
-      if (running_mean)
-        running_mean[c] = T((1.0 - momentum) * double(running_mean[c]) + double(momentum) * mu);
-      if (running_var)
-        running_var[c] = T((1.0 - momentum) * double(running_var[c]) + double(momentum) * unbiased);
+      if (running_mean) running_mean[c] = T((1.0 - momentum) * double(running_mean[c]) + double(momentum) * mu);
+      if (running_var) running_var[c] = T((1.0 - momentum) * double(running_var[c]) + double(momentum) * unbiased);
     } else {
       mu = running_mean[c];
       var = running_var[c];
@@ -165,8 +160,8 @@ void batchnorm_forward_ref(T* y, T* mean, T* rstd, const T* x, const T* gamma, c
 }
 
 template <class T>
-void batchnorm_backward_ref(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean,
-                            const T* rstd, const T* gamma, int64_t B, int64_t C, int64_t HW) {
+void batchnorm_backward_ref(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean, const T* rstd,
+                            const T* gamma, int64_t B, int64_t C, int64_t HW) {
   // Full Jacobian per channel over its n = B·HW values: ∂x̂_j/∂x_i = r·(δ_ij - 1/n - x̂_i·x̂_j/n).
   const int64_t n = B * HW;
   auto at = [&](int64_t c, int64_t j) { return (j / HW * C + c) * HW + j % HW; };
@@ -178,8 +173,7 @@ void batchnorm_backward_ref(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x,
         double acc = 0;
         for (int64_t j = 0; j < n; ++j) {
           const double xj = (double(x[at(c, j)]) - mu) * r;
-          acc += double(dy[at(c, j)]) * double(gamma[c]) * r *
-                 ((i == j) - 1.0 / double(n) - xi * xj / double(n));
+          acc += double(dy[at(c, j)]) * double(gamma[c]) * r * ((i == j) - 1.0 / double(n) - xi * xj / double(n));
         }
         dx[at(c, i)] = T(acc);
       }
@@ -193,15 +187,15 @@ void batchnorm_backward_ref(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x,
   }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                    \
-  template void batchnorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, T*, T*, int64_t, \
-                                     int64_t, int64_t, bool, T, T);                            \
-  template void batchnorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,      \
-                                      const T*, int64_t, int64_t, int64_t);                    \
-  template void batchnorm_forward_ref<T>(T*, T*, T*, const T*, const T*, const T*, T*, T*,     \
-                                         int64_t, int64_t, int64_t, bool, T, T);               \
-  template void batchnorm_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, const T*,  \
-                                          const T*, int64_t, int64_t, int64_t);
+#define GMLP_INSTANTIATE(T)                                                                                           \
+  template void batchnorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, T*, T*, int64_t, int64_t, int64_t,     \
+                                     bool, T, T);                                                                     \
+  template void batchnorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t, int64_t, \
+                                      int64_t);                                                                       \
+  template void batchnorm_forward_ref<T>(T*, T*, T*, const T*, const T*, const T*, T*, T*, int64_t, int64_t, int64_t, \
+                                         bool, T, T);                                                                 \
+  template void batchnorm_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t,      \
+                                          int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)
 

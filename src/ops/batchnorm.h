@@ -16,24 +16,22 @@ namespace gmlp {
 // mean, rstd (C) receive the statistics used (batch or running; rstd = 1/sqrt(var + eps)) for
 // backward; in eval they may be nullptr.
 template <class T>
-void batchnorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta,
-                       T* running_mean, T* running_var, int64_t B, int64_t C, int64_t HW,
-                       bool training, T eps, T momentum);
+void batchnorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, T* running_mean,
+                       T* running_var, int64_t B, int64_t C, int64_t HW, bool training, T eps, T momentum);
 
 // Training-mode backward (through the batch statistics) from the mean / rstd that forward saved:
 // dx (B, C, HW) overwritten (skipped when nullptr; must not alias dy), dgamma, dbeta (C)
 // accumulate.
 template <class T>
-void batchnorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean,
-                        const T* rstd, const T* gamma, int64_t B, int64_t C, int64_t HW);
+void batchnorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean, const T* rstd,
+                        const T* gamma, int64_t B, int64_t C, int64_t HW);
 
 // Plain loops (double accumulation; the backward through the full Jacobian); same contracts.
 template <class T>
-void batchnorm_forward_ref(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta,
-                           T* running_mean, T* running_var, int64_t B, int64_t C, int64_t HW,
-                           bool training, T eps, T momentum);
+void batchnorm_forward_ref(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, T* running_mean,
+                           T* running_var, int64_t B, int64_t C, int64_t HW, bool training, T eps, T momentum);
 template <class T>
-void batchnorm_backward_ref(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean,
-                            const T* rstd, const T* gamma, int64_t B, int64_t C, int64_t HW);
+void batchnorm_backward_ref(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean, const T* rstd,
+                            const T* gamma, int64_t B, int64_t C, int64_t HW);
 
 }  // namespace gmlp

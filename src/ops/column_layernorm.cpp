@@ -13,8 +13,8 @@ constexpr int64_t kChunk = 256;
 }  // namespace
 
 template <class T>
-void column_layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta,
-                              int64_t N, int64_t cols, T eps) {
+void column_layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int64_t N,
+                              int64_t cols, T eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
     const int64_t c1 = std::min(cols, c0 + kChunk);
@@ -33,15 +33,13 @@ void column_layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma
     for (int64_t c = c0; c < c1; ++c) rstd[c] = T(1) / std::sqrt(rstd[c] / T(N) + eps);
     for (int64_t n = 0; n < N; ++n)
 #pragma omp simd
-      for (int64_t c = c0; c < c1; ++c)
-        y[n * cols + c] = (x[n * cols + c] - mean[c]) * rstd[c] * gamma[n] + beta[n];
+      for (int64_t c = c0; c < c1; ++c) y[n * cols + c] = (x[n * cols + c] - mean[c]) * rstd[c] * gamma[n] + beta[n];
   }
 }
 
 template <class T>
-void column_layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x,
-                               const T* mean, const T* rstd, const T* gamma, int64_t N,
-                               int64_t cols) {
+void column_layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean, const T* rstd,
+                               const T* gamma, int64_t N, int64_t cols) {
   // fwd: x̂ = (x - μ)·r;  y = x̂·γ[n] + β[n], per column over its N rows
   //  =>  dx = r · (dx̂ - (Σ dx̂ + x̂ · Σ dx̂·x̂) / N),  dx̂ = dy·γ;  dγ += Σ dy·x̂;  dβ += Σ dy
   // dγ, dβ: each chunk's row sums into a slot of its own, then added chunk by chunk.
@@ -77,8 +75,8 @@ void column_layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T*
 }
 
 template <class T>
-void column_layernorm_forward_ref(T* y, T* mean, T* rstd, const T* x, const T* gamma,
-                                  const T* beta, int64_t N, int64_t cols, T eps) {
+void column_layernorm_forward_ref(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int64_t N,
+                                  int64_t cols, T eps) {
   for (int64_t c = 0; c < cols; ++c) {
     double mu = 0, var = 0;
     for (int64_t n = 0; n < N; ++n) mu += x[n * cols + c];
@@ -94,9 +92,8 @@ void column_layernorm_forward_ref(T* y, T* mean, T* rstd, const T* x, const T* g
 }
 
 template <class T>
-void column_layernorm_backward_ref(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x,
-                                   const T* mean, const T* rstd, const T* gamma, int64_t N,
-                                   int64_t cols) {
+void column_layernorm_backward_ref(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean, const T* rstd,
+                                   const T* gamma, int64_t N, int64_t cols) {
   // Full Jacobian per column: ∂x̂_m/∂x_n = r·(δ_mn - 1/N - x̂_m·x̂_n/N).
   std::vector<double> dg(size_t(N), 0.0), db(size_t(N), 0.0);
   for (int64_t c = 0; c < cols; ++c) {
@@ -106,8 +103,7 @@ void column_layernorm_backward_ref(T* dx, T* dgamma, T* dbeta, const T* dy, cons
       double acc = 0;
       for (int64_t m = 0; m < N; ++m) {
         const double xm = (double(x[m * cols + c]) - mu) * r;
-        acc += double(dy[m * cols + c]) * double(gamma[m]) * r *
-               ((m == n) - 1.0 / double(N) - xm * xn / double(N));
+        acc += double(dy[m * cols + c]) * double(gamma[m]) * r * ((m == n) - 1.0 / double(N) - xm * xn / double(N));
       }
       dx[n * cols + c] = T(acc);
       dg[size_t(n)] += double(dy[n * cols + c]) * xn;
@@ -117,15 +113,13 @@ void column_layernorm_backward_ref(T* dx, T* dgamma, T* dbeta, const T* dy, cons
   for (int64_t n = 0; n < N; ++n) dgamma[n] += T(dg[size_t(n)]), dbeta[n] += T(db[size_t(n)]);
 }
 
-#define GMLP_INSTANTIATE(T)                                                                     \
-  template void column_layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t,  \
-                                            int64_t, T);                                        \
-  template void column_layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*,          \
-                                             const T*, const T*, int64_t, int64_t);             \
-  template void column_layernorm_forward_ref<T>(T*, T*, T*, const T*, const T*, const T*,       \
-                                                int64_t, int64_t, T);                           \
-  template void column_layernorm_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*,      \
-                                                 const T*, const T*, int64_t, int64_t);
+#define GMLP_INSTANTIATE(T)                                                                                         \
+  template void column_layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, T);         \
+  template void column_layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t, \
+                                             int64_t);                                                              \
+  template void column_layernorm_forward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, T);     \
+  template void column_layernorm_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*,      \
+                                                 int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)
 

@@ -41,8 +41,7 @@ void column_softmax_backward(T* da, const T* dp, const T* p, int64_t N, int64_t 
     for (int64_t n = 0; n < N; ++n)
       for (int64_t c = c0; c < c1; ++c) dot[c - c0] += dp[n * cols + c] * p[n * cols + c];
     for (int64_t n = 0; n < N; ++n)
-      for (int64_t c = c0; c < c1; ++c)
-        da[n * cols + c] = p[n * cols + c] * (dp[n * cols + c] - dot[c - c0]);
+      for (int64_t c = c0; c < c1; ++c) da[n * cols + c] = p[n * cols + c] * (dp[n * cols + c] - dot[c - c0]);
   }
 }
 
@@ -64,16 +63,15 @@ void column_softmax_backward_ref(T* da, const T* dp, const T* p, int64_t N, int6
     for (int64_t n = 0; n < N; ++n) {
       double acc = 0;
       for (int64_t m = 0; m < N; ++m)
-        acc += double(dp[m * cols + c]) * double(p[m * cols + c]) *
-               ((m == n) - double(p[n * cols + c]));
+        acc += double(dp[m * cols + c]) * double(p[m * cols + c]) * ((m == n) - double(p[n * cols + c]));
       da[n * cols + c] = T(acc);
     }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                 \
-  template void column_softmax_forward<T>(T*, const T*, int64_t, int64_t);                  \
-  template void column_softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t);       \
-  template void column_softmax_forward_ref<T>(T*, const T*, int64_t, int64_t);              \
+#define GMLP_INSTANTIATE(T)                                                           \
+  template void column_softmax_forward<T>(T*, const T*, int64_t, int64_t);            \
+  template void column_softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t); \
+  template void column_softmax_forward_ref<T>(T*, const T*, int64_t, int64_t);        \
   template void column_softmax_backward_ref<T>(T*, const T*, const T*, int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

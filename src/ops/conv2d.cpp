@@ -15,8 +15,8 @@ struct Range {
   int64_t lo, hi;
 };
 Range valid_outputs(int64_t kx, int64_t W, int64_t Wo, int64_t stride, int64_t pad) {
-  const int64_t first = pad - kx;          // ox·stride >= first
-  const int64_t last = W - 1 + pad - kx;   // ox·stride <= last
+  const int64_t first = pad - kx;         // ox·stride >= first
+  const int64_t last = W - 1 + pad - kx;  // ox·stride <= last
   if (last < 0) return {0, 0};
   const int64_t lo = first <= 0 ? 0 : (first + stride - 1) / stride;
   const int64_t hi = std::min(Wo, last / stride + 1);
@@ -187,10 +187,10 @@ void conv2d_backward_ref(T* dx, T* dw, const T* dy, const T* x, const T* w, Conv
         }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                    \
-  template void conv2d_forward<T>(T*, const T*, const T*, ConvShape, T*);                      \
-  template void conv2d_backward<T>(T*, T*, const T*, const T*, const T*, ConvShape, T*);       \
-  template void conv2d_forward_ref<T>(T*, const T*, const T*, ConvShape);                      \
+#define GMLP_INSTANTIATE(T)                                                              \
+  template void conv2d_forward<T>(T*, const T*, const T*, ConvShape, T*);                \
+  template void conv2d_backward<T>(T*, T*, const T*, const T*, const T*, ConvShape, T*); \
+  template void conv2d_forward_ref<T>(T*, const T*, const T*, ConvShape);                \
   template void conv2d_backward_ref<T>(T*, T*, const T*, const T*, const T*, ConvShape);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

@@ -10,8 +10,7 @@
 namespace gmlp {
 
 template <class T>
-T cross_entropy_forward(T* probs, const T* logits, const int32_t* labels, int64_t B, int64_t K,
-                        T smoothing) {
+T cross_entropy_forward(T* probs, const T* logits, const int32_t* labels, int64_t B, int64_t K, T smoothing) {
   for (int64_t b = 0; b < B; ++b) GMLP_CHECK(labels[b] >= 0 && labels[b] < K);
   // Rows in parallel (a vocabulary's worth of exps each), summed in row order: the same loss
   // whatever the thread count.
@@ -33,13 +32,11 @@ T cross_entropy_forward(T* probs, const T* logits, const int32_t* labels, int64_
 }
 
 template <class T>
-void cross_entropy_backward(T* dlogits, const T* probs, const int32_t* labels, int64_t B,
-                            int64_t K, T smoothing) {
+void cross_entropy_backward(T* dlogits, const T* probs, const int32_t* labels, int64_t B, int64_t K, T smoothing) {
   // fwd: loss = mean_b -Σ q log softmax(l)  =>  dl = (p - q) / B
   const T off = smoothing / T(K), on = T(1) - smoothing + off, inv = T(1) / T(B);
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t k = 0; k < K; ++k)
-      dlogits[b * K + k] = (probs[b * K + k] - (k == labels[b] ? on : off)) * inv;
+    for (int64_t k = 0; k < K; ++k) dlogits[b * K + k] = (probs[b * K + k] - (k == labels[b] ? on : off)) * inv;
 }
 
 template float cross_entropy_forward<float>(float*, const float*, const int32_t*, int64_t, int64_t, float);

@@ -9,11 +9,9 @@ namespace gmlp {
 
 // probs: (B, K) overwritten with softmax(logits). Returns the mean loss.
 template <class T>
-T cross_entropy_forward(T* probs, const T* logits, const int32_t* labels, int64_t B, int64_t K,
-                        T smoothing);
+T cross_entropy_forward(T* probs, const T* logits, const int32_t* labels, int64_t B, int64_t K, T smoothing);
 // dlogits: (B, K) overwritten with (probs - q) / B.
 template <class T>
-void cross_entropy_backward(T* dlogits, const T* probs, const int32_t* labels, int64_t B,
-                            int64_t K, T smoothing);
+void cross_entropy_backward(T* dlogits, const T* probs, const int32_t* labels, int64_t B, int64_t K, T smoothing);
 
 }  // namespace gmlp

@@ -6,8 +6,8 @@
 namespace gmlp {
 
 template <class T>
-void embedding_forward(T* x, const int32_t* ids, const uint8_t* segs, const T* table,
-                       const T* pos, const T* seg_table, int64_t N, int64_t B, int64_t D) {
+void embedding_forward(T* x, const int32_t* ids, const uint8_t* segs, const T* table, const T* pos, const T* seg_table,
+                       int64_t N, int64_t B, int64_t D) {
   const int64_t M = N * B;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < M; ++r) {  // token-major row r = n·B + b holds ids[b·N + n]
@@ -20,8 +20,8 @@ void embedding_forward(T* x, const int32_t* ids, const uint8_t* segs, const T* t
 }
 
 template <class T>
-void embedding_backward(T* dtable, T* dpos, T* dseg_table, const T* dx, const int32_t* ids,
-                        const uint8_t* segs, int64_t N, int64_t B, int64_t D) {
+void embedding_backward(T* dtable, T* dpos, T* dseg_table, const T* dx, const int32_t* ids, const uint8_t* segs,
+                        int64_t N, int64_t B, int64_t D) {
   // fwd: x[n, b] = E[ids[b, n]] + pos[n] + seg[segs[b, n]]
   //  =>  dE[ids[b, n]] += dx[n, b];  dpos[n] += dx[n, b];  dseg[segs[b, n]] += dx[n, b]
   // Rows with the same id add into the same table row, so threads split the D channels, not the
@@ -46,8 +46,8 @@ void embedding_backward(T* dtable, T* dpos, T* dseg_table, const T* dx, const in
 }
 
 template <class T>
-void embedding_forward_ref(T* x, const int32_t* ids, const uint8_t* segs, const T* table,
-                           const T* pos, const T* seg_table, int64_t N, int64_t B, int64_t D) {
+void embedding_forward_ref(T* x, const int32_t* ids, const uint8_t* segs, const T* table, const T* pos,
+                           const T* seg_table, int64_t N, int64_t B, int64_t D) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t d = 0; d < D; ++d) {
@@ -78,8 +78,8 @@ void gather_add(T* dst, const Key* key, int64_t n, Row row, const T* dx, int64_t
 }  // namespace
 
 template <class T>
-void embedding_backward_ref(T* dtable, T* dpos, T* dseg_table, const T* dx, const int32_t* ids,
-                            const uint8_t* segs, int64_t N, int64_t B, int64_t D) {
+void embedding_backward_ref(T* dtable, T* dpos, T* dseg_table, const T* dx, const int32_t* ids, const uint8_t* segs,
+                            int64_t N, int64_t B, int64_t D) {
   // ids and segs are (B, N): position i = b·N + n reads x's row n·B + b.
   auto row = [&](int64_t i) { return (i % N) * B + i / N; };
   gather_add(dtable, ids, N * B, row, dx, D);
@@ -93,15 +93,15 @@ void embedding_backward_ref(T* dtable, T* dpos, T* dseg_table, const T* dx, cons
       }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                   \
-  template void embedding_forward<T>(T*, const int32_t*, const uint8_t*, const T*, const T*,  \
-                                     const T*, int64_t, int64_t, int64_t);                    \
-  template void embedding_backward<T>(T*, T*, T*, const T*, const int32_t*, const uint8_t*,   \
-                                      int64_t, int64_t, int64_t);                             \
-  template void embedding_forward_ref<T>(T*, const int32_t*, const uint8_t*, const T*,        \
-                                         const T*, const T*, int64_t, int64_t, int64_t);      \
-  template void embedding_backward_ref<T>(T*, T*, T*, const T*, const int32_t*,               \
-                                          const uint8_t*, int64_t, int64_t, int64_t);
+#define GMLP_INSTANTIATE(T)                                                                                         \
+  template void embedding_forward<T>(T*, const int32_t*, const uint8_t*, const T*, const T*, const T*, int64_t,     \
+                                     int64_t, int64_t);                                                             \
+  template void embedding_backward<T>(T*, T*, T*, const T*, const int32_t*, const uint8_t*, int64_t, int64_t,       \
+                                      int64_t);                                                                     \
+  template void embedding_forward_ref<T>(T*, const int32_t*, const uint8_t*, const T*, const T*, const T*, int64_t, \
+                                         int64_t, int64_t);                                                         \
+  template void embedding_backward_ref<T>(T*, T*, T*, const T*, const int32_t*, const uint8_t*, int64_t, int64_t,   \
+                                          int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)
 

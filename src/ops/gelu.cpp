@@ -111,11 +111,11 @@ void gelu_backward_ref(T* dx, const T* dy, const T* x, int64_t n) {
   }
 }
 
-#define GMLP_INSTANTIATE(T)                                                \
-  template void gelu_forward<T>(T*, const T*, int64_t);                    \
-  template void gelu_backward<T>(T*, const T*, const T*, int64_t);         \
-  template void gelu_backward_inplace<T>(T*, const T*, int64_t);           \
-  template void gelu_forward_ref<T>(T*, const T*, int64_t);                \
+#define GMLP_INSTANTIATE(T)                                        \
+  template void gelu_forward<T>(T*, const T*, int64_t);            \
+  template void gelu_backward<T>(T*, const T*, const T*, int64_t); \
+  template void gelu_backward_inplace<T>(T*, const T*, int64_t);   \
+  template void gelu_forward_ref<T>(T*, const T*, int64_t);        \
   template void gelu_backward_ref<T>(T*, const T*, const T*, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

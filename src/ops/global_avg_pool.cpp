@@ -25,8 +25,8 @@ void global_avg_pool_backward(T* dx, const T* dy, int64_t B, int64_t C, int64_t 
   for (int64_t j = 0; j < B * C; ++j) std::fill(dx + j * HW, dx + (j + 1) * HW, dy[j] * inv);
 }
 
-#define GMLP_INSTANTIATE(T)                                                                    \
-  template void global_avg_pool_forward<T>(T*, const T*, int64_t, int64_t, int64_t);          \
+#define GMLP_INSTANTIATE(T)                                                          \
+  template void global_avg_pool_forward<T>(T*, const T*, int64_t, int64_t, int64_t); \
   template void global_avg_pool_backward<T>(T*, const T*, int64_t, int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

@@ -5,8 +5,8 @@
 namespace gmlp {
 
 template <class T>
-void layer_scale_forward(T* x_out, const T* x_in, const T* y, const T* keep, const T* gamma,
-                         int64_t N, int64_t B, int64_t D) {
+void layer_scale_forward(T* x_out, const T* x_in, const T* y, const T* keep, const T* gamma, int64_t N, int64_t B,
+                         int64_t D) {
   // rows r = n·B + b of (N, B, D)
   const int64_t M = N * B;
 #pragma omp parallel for schedule(static)
@@ -18,8 +18,8 @@ void layer_scale_forward(T* x_out, const T* x_in, const T* y, const T* keep, con
 }
 
 template <class T>
-void layer_scale_backward(T* dy, T* dgamma, const T* dx_out, const T* y, const T* keep,
-                          const T* gamma, int64_t N, int64_t B, int64_t D) {
+void layer_scale_backward(T* dy, T* dgamma, const T* dx_out, const T* y, const T* keep, const T* gamma, int64_t N,
+                          int64_t B, int64_t D) {
   // fwd: x_out = x_in + keep·γ ⊙ y  =>  dγ += Σ (keep·dx_out) ⊙ y;  dy = (keep·dx_out) ⊙ γ
   // Blocked by cache line over channels so each thread owns its dγ; every dγ element adds its
   // rows in row order for any thread count.
@@ -41,8 +41,8 @@ void layer_scale_backward(T* dy, T* dgamma, const T* dx_out, const T* y, const T
 }
 
 template <class T>
-void layer_scale_forward_ref(T* x_out, const T* x_in, const T* y, const T* keep, const T* gamma,
-                             int64_t N, int64_t B, int64_t D) {
+void layer_scale_forward_ref(T* x_out, const T* x_in, const T* y, const T* keep, const T* gamma, int64_t N, int64_t B,
+                             int64_t D) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t d = 0; d < D; ++d) {
@@ -53,8 +53,8 @@ void layer_scale_forward_ref(T* x_out, const T* x_in, const T* y, const T* keep,
 }
 
 template <class T>
-void layer_scale_backward_ref(T* dy, T* dgamma, const T* dx_out, const T* y, const T* keep,
-                              const T* gamma, int64_t N, int64_t B, int64_t D) {
+void layer_scale_backward_ref(T* dy, T* dgamma, const T* dx_out, const T* y, const T* keep, const T* gamma, int64_t N,
+                              int64_t B, int64_t D) {
   for (int64_t d = 0; d < D; ++d) {
     double dg = 0;
     for (int64_t n = 0; n < N; ++n)
@@ -68,15 +68,11 @@ void layer_scale_backward_ref(T* dy, T* dgamma, const T* dx_out, const T* y, con
   }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                     \
-  template void layer_scale_forward<T>(T*, const T*, const T*, const T*, const T*, int64_t,     \
-                                       int64_t, int64_t);                                       \
-  template void layer_scale_backward<T>(T*, T*, const T*, const T*, const T*, const T*,         \
-                                        int64_t, int64_t, int64_t);                             \
-  template void layer_scale_forward_ref<T>(T*, const T*, const T*, const T*, const T*, int64_t, \
-                                           int64_t, int64_t);                                   \
-  template void layer_scale_backward_ref<T>(T*, T*, const T*, const T*, const T*, const T*,     \
-                                            int64_t, int64_t, int64_t);
+#define GMLP_INSTANTIATE(T)                                                                                         \
+  template void layer_scale_forward<T>(T*, const T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);      \
+  template void layer_scale_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t, int64_t); \
+  template void layer_scale_forward_ref<T>(T*, const T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);  \
+  template void layer_scale_backward_ref<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)
 

@@ -6,21 +6,19 @@
 namespace gmlp {
 
 template <class T>
-void layernorm_forward(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx,
-                       const T* gamma, const T* beta, int64_t M, int64_t C, T eps) {
+void layernorm_forward(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx, const T* gamma, const T* beta,
+                       int64_t M, int64_t C, T eps) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < M; ++i)
-    layernorm_row(y + i * ldy, mean + i, rstd + i, x + i * ldx, gamma, beta, C, eps);
+  for (int64_t i = 0; i < M; ++i) layernorm_row(y + i * ldy, mean + i, rstd + i, x + i * ldx, gamma, beta, C, eps);
 }
 
 template <class T>
-void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy,
-                        const T* x, int64_t ldx, const T* mean, const T* rstd, const T* gamma,
-                        int64_t M, int64_t C, bool overwrite_dx) {
+void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy, const T* x, int64_t ldx,
+                        const T* mean, const T* rstd, const T* gamma, int64_t M, int64_t C, bool overwrite_dx) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i)
-    layernorm_row_backward(dx + i * lddx, static_cast<T*>(nullptr), static_cast<T*>(nullptr),
-                           dy + i * lddy, x + i * ldx, mean[i], rstd[i], gamma, C, overwrite_dx);
+    layernorm_row_backward(dx + i * lddx, static_cast<T*>(nullptr), static_cast<T*>(nullptr), dy + i * lddy,
+                           x + i * ldx, mean[i], rstd[i], gamma, C, overwrite_dx);
   // dγ, dβ: column sums, blocked by cache line so each thread owns its outputs.
   constexpr int64_t kBlock = 64 / sizeof(T);
 #pragma omp parallel for schedule(static)
@@ -43,8 +41,8 @@ void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, i
 }
 
 template <class T>
-void layernorm_forward_ref(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx,
-                           const T* gamma, const T* beta, int64_t M, int64_t C, T eps) {
+void layernorm_forward_ref(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx, const T* gamma, const T* beta,
+                           int64_t M, int64_t C, T eps) {
   for (int64_t i = 0; i < M; ++i) {
     double mu = 0, var = 0;
     for (int64_t c = 0; c < C; ++c) mu += x[i * ldx + c];
@@ -59,9 +57,8 @@ void layernorm_forward_ref(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int6
 }
 
 template <class T>
-void layernorm_backward_ref(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy,
-                            const T* x, int64_t ldx, const T* mean, const T* rstd,
-                            const T* gamma, int64_t M, int64_t C) {
+void layernorm_backward_ref(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy, const T* x,
+                            int64_t ldx, const T* mean, const T* rstd, const T* gamma, int64_t M, int64_t C) {
   // Full Jacobian: ∂x̂_c/∂x_k = r·(δ_ck - 1/C - x̂_c·x̂_k/C).
   for (int64_t i = 0; i < M; ++i) {
     const double r = rstd[i];
@@ -81,17 +78,14 @@ void layernorm_backward_ref(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* d
   }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                   \
-  template void layernorm_forward<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*,          \
-                                     const T*, int64_t, int64_t, T);                          \
-  template void layernorm_backward<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*,        \
-                                      int64_t, const T*, const T*, const T*, int64_t, int64_t,  \
-                                      bool);                                                  \
-  template void layernorm_forward_ref<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*,      \
-                                         const T*, int64_t, int64_t, T);                      \
-  template void layernorm_backward_ref<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*,    \
-                                          int64_t, const T*, const T*, const T*, int64_t,     \
-                                          int64_t);
+#define GMLP_INSTANTIATE(T)                                                                                            \
+  template void layernorm_forward<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*, const T*, int64_t, int64_t, T); \
+  template void layernorm_backward<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*, int64_t, const T*, const T*,   \
+                                      const T*, int64_t, int64_t, bool);                                               \
+  template void layernorm_forward_ref<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*, const T*, int64_t, int64_t, \
+                                         T);                                                                           \
+  template void layernorm_backward_ref<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*, int64_t, const T*,         \
+                                          const T*, const T*, int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)
 

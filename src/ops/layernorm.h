@@ -11,37 +11,33 @@ namespace gmlp {
 
 // y: (M, C) at stride ldy, overwritten; mean, rstd: (M) saved for backward.
 template <class T>
-void layernorm_forward(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx,
-                       const T* gamma, const T* beta, int64_t M, int64_t C, T eps);
+void layernorm_forward(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx, const T* gamma, const T* beta,
+                       int64_t M, int64_t C, T eps);
 
 // Accumulates: dx += ∂L/∂x, dgamma += Σ dy·x̂, dbeta += Σ dy. With overwrite_dx, dx = ∂L/∂x.
 template <class T>
-void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy,
-                        const T* x, int64_t ldx, const T* mean, const T* rstd, const T* gamma,
-                        int64_t M, int64_t C, bool overwrite_dx = false);
+void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy, const T* x, int64_t ldx,
+                        const T* mean, const T* rstd, const T* gamma, int64_t M, int64_t C, bool overwrite_dx = false);
 
 // One row of each, serial: what the parallel loops above and the fused kernels that normalise
 // inside their own tiles (the SGU) share.
 template <class T>
-inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta,
-                          int64_t C, T eps);
+inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int64_t C, T eps);
 // dx = ∂L/∂x (overwrite_dx) or dx += ∂L/∂x. dgamma and dbeta, when given, accumulate the row's
 // Σ dy·x̂ and Σ dy.
 template <class T>
-inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, T mean,
-                                   T rstd, const T* gamma, int64_t C, bool overwrite_dx);
+inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, T mean, T rstd, const T* gamma,
+                                   int64_t C, bool overwrite_dx);
 
 template <class T>
-void layernorm_forward_ref(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx,
-                           const T* gamma, const T* beta, int64_t M, int64_t C, T eps);
+void layernorm_forward_ref(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx, const T* gamma, const T* beta,
+                           int64_t M, int64_t C, T eps);
 template <class T>
-void layernorm_backward_ref(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy,
-                            const T* x, int64_t ldx, const T* mean, const T* rstd,
-                            const T* gamma, int64_t M, int64_t C);
+void layernorm_backward_ref(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy, const T* x,
+                            int64_t ldx, const T* mean, const T* rstd, const T* gamma, int64_t M, int64_t C);
 
 template <class T>
-inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta,
-                          int64_t C, T eps) {
+inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int64_t C, T eps) {
   T s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t c = 0; c < C; ++c) s += x[c];
@@ -57,8 +53,8 @@ inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, co
 }
 
 template <class T>
-inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, T mean,
-                                   T rstd, const T* gamma, int64_t C, bool overwrite_dx) {
+inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, T mean, T rstd, const T* gamma,
+                                   int64_t C, bool overwrite_dx) {
   // fwd: x̂ = (x - μ)·r;  y = x̂·γ + β
   //  =>  dx = r · (dŷ - mean(dŷ) - x̂ · mean(dŷ·x̂)),  dŷ = dy·γ
   const T mu = mean, r = rstd;

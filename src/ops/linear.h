@@ -13,16 +13,14 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t
 // Accumulates: dx += dy·W (skipped when dx is nullptr), dW += dyᵀ·x, db += Σ_rows dy.
 // With overwrite_dx, dx = dy·W instead (saves zeroing a fresh buffer).
 template <class T>
-void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M,
-                     int64_t in, int64_t out, bool overwrite_dx = false);
+void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M, int64_t in, int64_t out,
+                     bool overwrite_dx = false);
 
 // Plain loops, the reference the fast versions are held to.
 template <class T>
-void linear_forward_ref(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in,
-                        int64_t out);
+void linear_forward_ref(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in, int64_t out);
 template <class T>
-void linear_backward_ref(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M,
-                         int64_t in, int64_t out);
+void linear_backward_ref(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M, int64_t in, int64_t out);
 
 // db (C) += Σ over M rows of dy (M, C), rows ldy apart. Shared by every op with a bias.
 template <class T>

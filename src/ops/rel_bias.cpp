@@ -13,8 +13,7 @@ void rel_bias_forward(T* bias, const int32_t* buckets, const T* table, int64_t h
 }
 
 template <class T>
-void rel_bias_backward(T* dtable, const T* dbias, const int32_t* buckets, int64_t heads,
-                       int64_t N) {
+void rel_bias_backward(T* dtable, const T* dbias, const int32_t* buckets, int64_t heads, int64_t N) {
   // fwd: bias[h, e] = table[buckets[e], h]  =>  dtable[buckets[e], h] += dbias[h, e]
   // Head h writes column h of the table only, so heads run in parallel; each entry adds its
   // pairs in order for any thread count.
@@ -25,17 +24,14 @@ void rel_bias_backward(T* dtable, const T* dbias, const int32_t* buckets, int64_
 }
 
 template <class T>
-void rel_bias_forward_ref(T* bias, const int32_t* buckets, const T* table, int64_t heads,
-                          int64_t N) {
+void rel_bias_forward_ref(T* bias, const int32_t* buckets, const T* table, int64_t heads, int64_t N) {
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < N; ++i)
-      for (int64_t j = 0; j < N; ++j)
-        bias[(h * N + i) * N + j] = table[int64_t(buckets[i * N + j]) * heads + h];
+      for (int64_t j = 0; j < N; ++j) bias[(h * N + i) * N + j] = table[int64_t(buckets[i * N + j]) * heads + h];
 }
 
 template <class T>
-void rel_bias_backward_ref(T* dtable, const T* dbias, const int32_t* buckets, int64_t heads,
-                           int64_t N) {
+void rel_bias_backward_ref(T* dtable, const T* dbias, const int32_t* buckets, int64_t heads, int64_t N) {
   const int64_t NN = N * N, rows = NN ? 1 + *std::max_element(buckets, buckets + NN) : 0;
   for (int64_t k = 0; k < rows; ++k)
     for (int64_t h = 0; h < heads; ++h) {
@@ -47,10 +43,10 @@ void rel_bias_backward_ref(T* dtable, const T* dbias, const int32_t* buckets, in
     }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                    \
-  template void rel_bias_forward<T>(T*, const int32_t*, const T*, int64_t, int64_t);           \
-  template void rel_bias_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t);          \
-  template void rel_bias_forward_ref<T>(T*, const int32_t*, const T*, int64_t, int64_t);       \
+#define GMLP_INSTANTIATE(T)                                                              \
+  template void rel_bias_forward<T>(T*, const int32_t*, const T*, int64_t, int64_t);     \
+  template void rel_bias_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t);    \
+  template void rel_bias_forward_ref<T>(T*, const int32_t*, const T*, int64_t, int64_t); \
   template void rel_bias_backward_ref<T>(T*, const T*, const int32_t*, int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

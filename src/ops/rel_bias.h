@@ -18,16 +18,13 @@ void rel_bias_forward(T* bias, const int32_t* buckets, const T* table, int64_t h
 // dtable (buckets, heads) += Σ over the pairs (i, j) of each bucket of dbias[h, i, j];
 // dbias: (heads, N, N).
 template <class T>
-void rel_bias_backward(T* dtable, const T* dbias, const int32_t* buckets, int64_t heads,
-                       int64_t N);
+void rel_bias_backward(T* dtable, const T* dbias, const int32_t* buckets, int64_t heads, int64_t N);
 
 // Plain loops; the backward gathers in double (each table entry sums its bucket's pairs), the
 // fast one scatters. Same contracts.
 template <class T>
-void rel_bias_forward_ref(T* bias, const int32_t* buckets, const T* table, int64_t heads,
-                          int64_t N);
+void rel_bias_forward_ref(T* bias, const int32_t* buckets, const T* table, int64_t heads, int64_t N);
 template <class T>
-void rel_bias_backward_ref(T* dtable, const T* dbias, const int32_t* buckets, int64_t heads,
-                           int64_t N);
+void rel_bias_backward_ref(T* dtable, const T* dbias, const int32_t* buckets, int64_t heads, int64_t N);
 
 }  // namespace gmlp

@@ -15,8 +15,8 @@ void relu_backward_inplace(T* dy, const T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dy[i] = y[i] > T(0) ? dy[i] : T(0);
 }
 
-#define GMLP_INSTANTIATE(T)                                                                    \
-  template void relu_forward<T>(T*, const T*, int64_t);                                        \
+#define GMLP_INSTANTIATE(T)                             \
+  template void relu_forward<T>(T*, const T*, int64_t); \
   template void relu_backward_inplace<T>(T*, const T*, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

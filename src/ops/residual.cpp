@@ -9,8 +9,7 @@ void drop_path_sample(T* keep, int64_t B, double drop_prob, Rng& rng) {
 }
 
 template <class T>
-void residual_forward(T* x_out, const T* x_in, const T* y, const T* keep, int64_t N, int64_t B,
-                      int64_t D) {
+void residual_forward(T* x_out, const T* x_in, const T* y, const T* keep, int64_t N, int64_t B, int64_t D) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t n = 0; n < N; ++n)
     for (int64_t b = 0; b < B; ++b) {

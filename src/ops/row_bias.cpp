@@ -39,10 +39,10 @@ void row_bias_backward_ref(T* db, const T* dy, int64_t N, int64_t cols) {
   }
 }
 
-#define GMLP_INSTANTIATE(T)                                                \
-  template void row_bias_forward<T>(T*, const T*, int64_t, int64_t);       \
-  template void row_bias_backward<T>(T*, const T*, int64_t, int64_t);      \
-  template void row_bias_forward_ref<T>(T*, const T*, int64_t, int64_t);   \
+#define GMLP_INSTANTIATE(T)                                              \
+  template void row_bias_forward<T>(T*, const T*, int64_t, int64_t);     \
+  template void row_bias_backward<T>(T*, const T*, int64_t, int64_t);    \
+  template void row_bias_forward_ref<T>(T*, const T*, int64_t, int64_t); \
   template void row_bias_backward_ref<T>(T*, const T*, int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

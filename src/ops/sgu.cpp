@@ -16,8 +16,10 @@
 namespace gmlp {
 
 SguGate parse_sgu_gate(const char* name) {
-  for (auto [n, g] : {std::pair{"split", SguGate::split}, {"multiplicative", SguGate::multiplicative},
-                      {"additive", SguGate::additive}, {"linear", SguGate::linear}})
+  for (auto [n, g] : {std::pair{"split", SguGate::split},
+                      {"multiplicative", SguGate::multiplicative},
+                      {"additive", SguGate::additive},
+                      {"linear", SguGate::linear}})
     if (std::strcmp(name, n) == 0) return g;
   fail("unknown gate '", name, "': expected split, multiplicative, additive or linear");
 }
@@ -74,8 +76,8 @@ class ThreadScratch {
 // the core's cache from the LayerNorm through the token product to the gate, where the whole
 // batch at once streamed every (N, B, H) array through memory between each of those steps.
 template <class T>
-void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta,
-                 const T* W, const T* b, SguShape s, T eps, const T* res) {
+void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta, const T* W,
+                 const T* b, SguShape s, T eps, const T* res) {
   const int64_t N = s.N, B = s.B, H = s.H(), F = s.F, off = v_offset(s);
   const SguGate gate = s.gate;
   const bool save = vn != nullptr;
@@ -137,9 +139,8 @@ void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gam
 }
 
 template <class T>
-void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z,
-                  const T* vn, const T* mean, const T* rstd, const T* g, const T* gamma,
-                  const T* W, SguShape s, T* dres) {
+void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* vn, const T* mean,
+                  const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres) {
   const int64_t N = s.N, B = s.B, H = s.H(), F = s.F, off = v_offset(s);
   const SguGate gate = s.gate;
   const int threads = omp_get_max_threads();
@@ -198,9 +199,8 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
     // v is all of z and its gradient adds to u's.
     for (int64_t n = 0; n < N; ++n) {
       const int64_t r = n * B + img;
-      layernorm_row_backward(dz + r * F + off, sc.at(t, kDgamma), sc.at(t, kDbeta), dvn + n * H,
-                             z + r * F + off, mean[img * N + n], rstd[img * N + n], gamma, H,
-                             gate == SguGate::split);
+      layernorm_row_backward(dz + r * F + off, sc.at(t, kDgamma), sc.at(t, kDbeta), dvn + n * H, z + r * F + off,
+                             mean[img * N + n], rstd[img * N + n], gamma, H, gate == SguGate::split);
     }
   });
   // The threads' partial sums, added in thread order: the same bits for the same thread count.
@@ -214,8 +214,8 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
 namespace {
 // The reference's gate value and how it combines with u, one element at a time.
 template <class T>
-double ref_gate(const T* W, const T* b, const std::vector<T>& vn, const T* res, SguShape s,
-                int64_t n, int64_t bb, int64_t h) {
+double ref_gate(const T* W, const T* b, const std::vector<T>& vn, const T* res, SguShape s, int64_t n, int64_t bb,
+                int64_t h) {
   const int64_t H = s.H();
   double gate = b[n];
   for (int64_t m = 0; m < s.N; ++m) gate += double(W[n * s.N + m]) * vn[(m * s.B + bb) * H + h];
@@ -225,12 +225,11 @@ double ref_gate(const T* W, const T* b, const std::vector<T>& vn, const T* res, 
 }  // namespace
 
 template <class T>
-void sgu_forward_ref(T* out, const T* z, const T* gamma, const T* beta, const T* W, const T* b,
-                     SguShape s, T eps, const T* res) {
+void sgu_forward_ref(T* out, const T* z, const T* gamma, const T* beta, const T* W, const T* b, SguShape s, T eps,
+                     const T* res) {
   const int64_t H = s.H(), M = s.rows();
   std::vector<T> vn(M * H), mean(M), rstd(M);
-  layernorm_forward_ref(vn.data(), H, mean.data(), rstd.data(), z + v_offset(s), s.F, gamma, beta,
-                        M, H, eps);
+  layernorm_forward_ref(vn.data(), H, mean.data(), rstd.data(), z + v_offset(s), s.F, gamma, beta, M, H, eps);
   for (int64_t n = 0; n < s.N; ++n)
     for (int64_t bb = 0; bb < s.B; ++bb)
       for (int64_t h = 0; h < H; ++h) {
@@ -244,13 +243,11 @@ void sgu_forward_ref(T* out, const T* z, const T* gamma, const T* beta, const T*
 }
 
 template <class T>
-void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z,
-                      const T* gamma, const T* beta, const T* W, const T* b, SguShape s, T eps,
-                      const T* res, T* dres) {
+void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* gamma,
+                      const T* beta, const T* W, const T* b, SguShape s, T eps, const T* res, T* dres) {
   const int64_t H = s.H(), M = s.rows(), N = s.N, B = s.B, F = s.F;
   std::vector<T> vn(M * H), mean(M), rstd(M), dvn(M * H, T(0));
-  layernorm_forward_ref(vn.data(), H, mean.data(), rstd.data(), z + v_offset(s), F, gamma, beta,
-                        M, H, eps);
+  layernorm_forward_ref(vn.data(), H, mean.data(), rstd.data(), z + v_offset(s), F, gamma, beta, M, H, eps);
   for (int64_t i = 0; i < M * F; ++i) dz[i] = 0;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t bb = 0; bb < B; ++bb)
@@ -269,19 +266,18 @@ void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, c
           dvn[(m * B + bb) * H + h] += T(dgate * W[n * N + m]);
         }
       }
-  layernorm_backward_ref(dz + v_offset(s), F, dgamma, dbeta, dvn.data(), H, z + v_offset(s), F,
-                         mean.data(), rstd.data(), gamma, M, H);
+  layernorm_backward_ref(dz + v_offset(s), F, dgamma, dbeta, dvn.data(), H, z + v_offset(s), F, mean.data(),
+                         rstd.data(), gamma, M, H);
 }
 
-#define GMLP_INSTANTIATE(T)                                                                       \
-  template void sgu_forward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,         \
-                               const T*, SguShape, T, const T*);                                 \
-  template void sgu_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,        \
-                                const T*, const T*, const T*, const T*, SguShape, T*);           \
-  template void sgu_forward_ref<T>(T*, const T*, const T*, const T*, const T*, const T*, SguShape, \
-                                   T, const T*);                                                 \
-  template void sgu_backward_ref<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,    \
-                                    const T*, const T*, SguShape, T, const T*, T*);
+#define GMLP_INSTANTIATE(T)                                                                                         \
+  template void sgu_forward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, SguShape, T,   \
+                               const T*);                                                                           \
+  template void sgu_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,     \
+                                const T*, const T*, SguShape, T*);                                                  \
+  template void sgu_forward_ref<T>(T*, const T*, const T*, const T*, const T*, const T*, SguShape, T, const T*);    \
+  template void sgu_backward_ref<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
+                                    SguShape, T, const T*, T*);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)
 

@@ -30,24 +30,23 @@ struct SguShape {
 // gamma, beta: (H). W: (N, N) [out token, in token]. b: (N).
 // res: (N, B, H) added to the gate before it is applied (aMLP's attention), or nullptr.
 template <class T>
-void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta,
-                 const T* W, const T* b, SguShape s, T eps, const T* res = nullptr);
+void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta, const T* W,
+                 const T* b, SguShape s, T eps, const T* res = nullptr);
 
 // Overwrites dz (N, B, F) (a fresh activation gradient: nothing else flows into z); accumulates
 // into the parameter gradients dgamma, dbeta (H), dW (N, N), db (N). dres (N, B, H), if given,
 // is overwritten with ∂L/∂res. Working memory is per thread, allocated on first use.
 template <class T>
-void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z,
-                  const T* vn, const T* mean, const T* rstd, const T* g, const T* gamma,
-                  const T* W, SguShape s, T* dres = nullptr);
+void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* vn, const T* mean,
+                  const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres = nullptr);
 
 // Plain loops over (n, b, h) with the token sum written out; no saved state.
 template <class T>
-void sgu_forward_ref(T* out, const T* z, const T* gamma, const T* beta, const T* W, const T* b,
-                     SguShape s, T eps, const T* res = nullptr);
+void sgu_forward_ref(T* out, const T* z, const T* gamma, const T* beta, const T* W, const T* b, SguShape s, T eps,
+                     const T* res = nullptr);
 template <class T>
-void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z,
-                      const T* gamma, const T* beta, const T* W, const T* b, SguShape s, T eps,
-                      const T* res = nullptr, T* dres = nullptr);
+void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* gamma,
+                      const T* beta, const T* W, const T* b, SguShape s, T eps, const T* res = nullptr,
+                      T* dres = nullptr);
 
 }  // namespace gmlp

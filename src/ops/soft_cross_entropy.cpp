@@ -25,8 +25,7 @@ T soft_cross_entropy_forward(T* probs, const T* logits, const T* targets, int64_
 }
 
 template <class T>
-void soft_cross_entropy_backward(T* dlogits, const T* probs, const T* targets, int64_t B,
-                                 int64_t K) {
+void soft_cross_entropy_backward(T* dlogits, const T* probs, const T* targets, int64_t B, int64_t K) {
   // fwd: loss = mean_b -Σ t log softmax(l)  =>  dl = (p·Σt - t) / B = (p - t) / B for Σt = 1
   const T inv = T(1) / T(B);
   for (int64_t i = 0; i < B * K; ++i) dlogits[i] = (probs[i] - targets[i]) * inv;

@@ -18,8 +18,7 @@ T soft_cross_entropy_forward(T* probs, const T* logits, const T* targets, int64_
 // dlogits: (B, K) overwritten with (probs - targets) / B, the gradient of the forward's mean
 // loss when every target row sums to 1 (as smooth_one_hot and Mixup/CutMix targets do).
 template <class T>
-void soft_cross_entropy_backward(T* dlogits, const T* probs, const T* targets, int64_t B,
-                                 int64_t K);
+void soft_cross_entropy_backward(T* dlogits, const T* probs, const T* targets, int64_t B, int64_t K);
 
 // targets: (B, K) overwritten with the label-smoothed one-hot rows of timm's mixup_target:
 // s/K everywhere, 1 - s + s/K at labels[b]. Requires 0 <= labels[b] < K.

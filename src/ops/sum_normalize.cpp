@@ -49,17 +49,16 @@ void sum_normalize_backward_ref(T* dp, const T* dr, const T* p, int64_t R, int64
     const double q = kEps + s;
     for (int64_t k = 0; k < S; ++k) {
       double acc = 0;
-      for (int64_t j = 0; j < S; ++j)
-        acc += double(dr[i * S + j]) * ((j == k) / q - double(p[i * S + j]) / (q * q));
+      for (int64_t j = 0; j < S; ++j) acc += double(dr[i * S + j]) * ((j == k) / q - double(p[i * S + j]) / (q * q));
       dp[i * S + k] = T(acc);
     }
   }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                     \
-  template void sum_normalize_forward<T>(T*, T*, const T*, int64_t, int64_t);                   \
-  template void sum_normalize_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t);  \
-  template void sum_normalize_forward_ref<T>(T*, T*, const T*, int64_t, int64_t);               \
+#define GMLP_INSTANTIATE(T)                                                                    \
+  template void sum_normalize_forward<T>(T*, T*, const T*, int64_t, int64_t);                  \
+  template void sum_normalize_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t); \
+  template void sum_normalize_forward_ref<T>(T*, T*, const T*, int64_t, int64_t);              \
   template void sum_normalize_backward_ref<T>(T*, const T*, const T*, int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

@@ -99,8 +99,7 @@ constexpr std::array<int, kNumBooks + 1> make_first_chapters() {
 }
 constexpr std::array<int, kNumBooks + 1> kFirstChapter = make_first_chapters();
 static_assert(kFirstChapter[kNumBooks] == kKjvChapters, "the KJV has 1,189 chapters");
-static_assert(kBooks[kNumOldTestamentBooks - 1].testament == OT &&
-                  kBooks[kNumOldTestamentBooks].testament == NT,
+static_assert(kBooks[kNumOldTestamentBooks - 1].testament == OT && kBooks[kNumOldTestamentBooks].testament == NT,
               "39 Old Testament books, then the New Testament");
 
 // At most n characters of s, for error messages ("..." when cut).
@@ -109,9 +108,7 @@ std::string excerpt(std::string_view s, size_t n = 60) {
 }
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
-}
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
 
 // Parses a positive decimal number of at most 4 digits; -1 if s is not one.
 int parse_small(std::string_view s) {
@@ -183,9 +180,7 @@ const char* genre_name(Genre g) {
   return "?";
 }
 
-const char* testament_name(Testament t) {
-  return t == Testament::old_testament ? "Old Testament" : "New Testament";
-}
+const char* testament_name(Testament t) { return t == Testament::old_testament ? "Old Testament" : "New Testament"; }
 
 // ---------------------------------------------------------------------------------------------
 
@@ -202,8 +197,8 @@ std::vector<Verse> parse_kjv(std::string_view text, const std::string& source) {
     pos = end + 1;
     ++line_no;
     auto bad = [&](const std::string& expected) {
-      fail("failed to load the KJV from ", source, ": line ", line_no, ": expected ", expected,
-           ", found '", excerpt(line), "'");
+      fail("failed to load the KJV from ", source, ": line ", line_no, ": expected ", expected, ", found '",
+           excerpt(line), "'");
     };
     while (!line.empty() && is_space(line.back())) line.remove_suffix(1);
     if (line.empty()) bad(expected_shape);
@@ -223,8 +218,7 @@ std::vector<Verse> parse_kjv(std::string_view text, const std::string& source) {
     const int chapter = parse_small(ref.substr(digits, colon - digits));
     const int verse = parse_small(ref.substr(colon + 1));
     if (chapter < 0 || verse < 0 || rest.empty()) bad(expected_shape);
-    if (b < 0)
-      bad(cat("a book abbreviation as `bible` prints it (Ge, Exo, ..., Rev), not '", abbrev, "'"));
+    if (b < 0) bad(cat("a book abbreviation as `bible` prints it (Ge, Exo, ..., Rev), not '", abbrev, "'"));
 
     // Canonical order: the next verse, or verse 1 of the next chapter or book.
     std::string next;
@@ -252,21 +246,17 @@ std::vector<Verse> parse_kjv(std::string_view text, const std::string& source) {
     }
     if (!ok) bad(next);
     if (chapter > kBooks[b].chapters)
-      bad(cat("at most ", kBooks[b].chapters, kBooks[b].chapters == 1 ? " chapter" : " chapters",
-              " in ", kBooks[b].name));
-    if (verses.size() >= size_t(kKjvVerses))
-      bad(cat("the end of the text after ", kKjvVerses, " verses"));
+      bad(cat("at most ", kBooks[b].chapters, kBooks[b].chapters == 1 ? " chapter" : " chapters", " in ",
+              kBooks[b].name));
+    if (verses.size() >= size_t(kKjvVerses)) bad(cat("the end of the text after ", kKjvVerses, " verses"));
     verses.push_back({b, chapter, verse, kFirstChapter[b] + chapter - 1, std::string(rest)});
   }
-  if (verses.empty())
-    fail("failed to load the KJV from ", source, ": expected ", kKjvVerses,
-         " verses, found no text");
+  if (verses.empty()) fail("failed to load the KJV from ", source, ": expected ", kKjvVerses, " verses, found no text");
   const Verse& last = verses.back();
   if (last.book != kNumBooks - 1 || last.chapter != kBooks[kNumBooks - 1].chapters ||
       verses.size() != size_t(kKjvVerses))
-    fail("failed to load the KJV from ", source, ": expected ", kKjvVerses,
-         " verses ending with Rev22:21, found ", verses.size(),
-         verses.size() == 1 ? " verse" : " verses", " ending with ", where(last));
+    fail("failed to load the KJV from ", source, ": expected ", kKjvVerses, " verses ending with Rev22:21, found ",
+         verses.size(), verses.size() == 1 ? " verse" : " verses", " ending with ", where(last));
   return verses;
 }
 
@@ -292,8 +282,7 @@ std::vector<Verse> load_kjv() {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::string first = out.substr(0, out.find('\n'));
     fail("failed to run '", kBibleCommand, "': it ",
-         WIFEXITED(status) ? cat("exited with status ", WEXITSTATUS(status))
-                           : std::string("was killed by a signal"),
+         WIFEXITED(status) ? cat("exited with status ", WEXITSTATUS(status)) : std::string("was killed by a signal"),
          first.empty() ? std::string() : cat(" ('", excerpt(first, 100), "')"));
   }
   return parse_kjv(out, source);

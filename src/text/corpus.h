@@ -51,8 +51,8 @@ const std::array<Book, kNumBooks>& books();
 int book_from_abbrev(std::string_view abbrev);
 // chapter_index of chapter 1 of book b (0..65); first_chapter_index(66) = 1189.
 int first_chapter_index(int b);
-const char* genre_name(Genre g);  // "law", "history", "wisdom", "prophets", "gospels and acts",
-                                  // "epistles", "revelation"
+const char* genre_name(Genre g);          // "law", "history", "wisdom", "prophets", "gospels and acts",
+                                          // "epistles", "revelation"
 const char* testament_name(Testament t);  // "Old Testament", "New Testament"
 
 // ---------------------------------------------------------------------------------------------

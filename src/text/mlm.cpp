@@ -10,10 +10,8 @@ using T = Tokenizer;
 bool reserved(int32_t id) { return id >= 0 && id < T::kNumReserved; }
 }  // namespace
 
-std::vector<std::vector<int32_t>> pack_sequences(const std::vector<std::vector<int32_t>>& docs,
-                                                 int seq_len) {
-  if (seq_len < 2)
-    fail("failed to pack sequences: expected a sequence length >= 2, found ", seq_len);
+std::vector<std::vector<int32_t>> pack_sequences(const std::vector<std::vector<int32_t>>& docs, int seq_len) {
+  if (seq_len < 2) fail("failed to pack sequences: expected a sequence length >= 2, found ", seq_len);
   std::vector<std::vector<int32_t>> out;
   std::vector<int32_t> cur;
   auto push = [&](int32_t id) {
@@ -28,8 +26,8 @@ std::vector<std::vector<int32_t>> pack_sequences(const std::vector<std::vector<i
     if (docs[d].empty()) continue;
     for (const int32_t id : docs[d]) {
       if (reserved(id) && id != T::kUnk)
-        fail("failed to pack sequences: document ", d, " holds the reserved id ", id, " (",
-             T::kReservedPieces[id], ")");
+        fail("failed to pack sequences: document ", d, " holds the reserved id ", id, " (", T::kReservedPieces[id],
+             ")");
       push(id);
     }
     push(T::kSep);
@@ -41,23 +39,20 @@ std::vector<std::vector<int32_t>> pack_sequences(const std::vector<std::vector<i
   return out;
 }
 
-std::vector<Example> next_sentence_pairs(const std::vector<std::vector<int32_t>>& docs,
-                                         const std::vector<int>& unit,
+std::vector<Example> next_sentence_pairs(const std::vector<std::vector<int32_t>>& docs, const std::vector<int>& unit,
                                          const std::vector<int>& group, int seq_len, Rng& rng) {
   const size_t n = docs.size();
   if (unit.size() != n || group.size() != n)
-    fail("failed to build next-sentence pairs: ", n, " documents but ", unit.size(), " units and ",
-         group.size(), " groups");
-  if (seq_len < 5)
-    fail("failed to build next-sentence pairs: expected a sequence length >= 5, found ", seq_len);
+    fail("failed to build next-sentence pairs: ", n, " documents but ", unit.size(), " units and ", group.size(),
+         " groups");
+  if (seq_len < 5) fail("failed to build next-sentence pairs: expected a sequence length >= 5, found ", seq_len);
   for (size_t d = 0; d < n; ++d) {
     if (d > 0 && unit[d] == unit[d - 1] && group[d] != group[d - 1])
-      fail("failed to build next-sentence pairs: unit ", unit[d], " spans groups ", group[d - 1],
-           " and ", group[d]);
+      fail("failed to build next-sentence pairs: unit ", unit[d], " spans groups ", group[d - 1], " and ", group[d]);
     for (const int32_t id : docs[d])
       if (reserved(id) && id != T::kUnk)
-        fail("failed to build next-sentence pairs: document ", d, " holds the reserved id ", id,
-             " (", T::kReservedPieces[id], ")");
+        fail("failed to build next-sentence pairs: document ", d, " holds the reserved id ", id, " (",
+             T::kReservedPieces[id], ")");
   }
   // Each document's group as the range [first, last) of documents sharing it.
   std::vector<size_t> group_first(n), group_last(n);
@@ -99,27 +94,25 @@ std::vector<Example> next_sentence_pairs(const std::vector<std::vector<int32_t>>
   return out;
 }
 
-void mask_tokens(const int32_t* ids, int32_t* inputs, int32_t* labels, int64_t n, int vocab_size,
-                 const MaskConfig& cfg, Rng& rng) {
+void mask_tokens(const int32_t* ids, int32_t* inputs, int32_t* labels, int64_t n, int vocab_size, const MaskConfig& cfg,
+                 Rng& rng) {
   auto prob_ok = [](float p) { return p >= 0.0f && p <= 1.0f; };
   if (!prob_ok(cfg.mask_prob) || !prob_ok(cfg.replace_mask) || !prob_ok(cfg.replace_random) ||
       double(cfg.replace_mask) + double(cfg.replace_random) > 1.0)
     fail(
         "failed to mask tokens: expected probabilities in [0, 1] with replace_mask + "
         "replace_random <= 1, found mask_prob ",
-        cfg.mask_prob, ", replace_mask ", cfg.replace_mask, ", replace_random ",
-        cfg.replace_random);
+        cfg.mask_prob, ", replace_mask ", cfg.replace_mask, ", replace_random ", cfg.replace_random);
   if (vocab_size <= T::kNumReserved)
-    fail("failed to mask tokens: expected a vocabulary larger than the ", T::kNumReserved,
-         " reserved symbols, found ", vocab_size);
+    fail("failed to mask tokens: expected a vocabulary larger than the ", T::kNumReserved, " reserved symbols, found ",
+         vocab_size);
   const double p_sel = cfg.mask_prob, p_mask = cfg.replace_mask,
                p_rand = double(cfg.replace_mask) + double(cfg.replace_random);
   const uint64_t n_random = uint64_t(vocab_size - T::kNumReserved);
   for (int64_t i = 0; i < n; ++i) {
     const int32_t id = ids[i];
     if (id < 0 || id >= vocab_size)
-      fail("failed to mask tokens: id ", id, " at position ", i, " is outside the vocabulary of ",
-           vocab_size);
+      fail("failed to mask tokens: id ", id, " at position ", i, " is outside the vocabulary of ", vocab_size);
     inputs[i] = id;
     labels[i] = kIgnoreLabel;
     if (reserved(id) || !(rng.uniform() < p_sel)) continue;

@@ -40,8 +40,7 @@ std::vector<std::vector<int32_t>> pack_sequences(const std::vector<std::vector<i
 // a positive). segment_pair trims the longer side to fit. The chunks, hence the number of pairs,
 // do not depend on rng; which pairs are negative and their B do. Throws gmlp::Error on sizes that
 // differ, a unit across groups, seq_len < 5, or a document holding [PAD], [CLS], [SEP] or [MASK].
-std::vector<Example> next_sentence_pairs(const std::vector<std::vector<int32_t>>& docs,
-                                         const std::vector<int>& unit,
+std::vector<Example> next_sentence_pairs(const std::vector<std::vector<int32_t>>& docs, const std::vector<int>& unit,
                                          const std::vector<int>& group, int seq_len, Rng& rng);
 
 struct MaskConfig {
@@ -60,7 +59,7 @@ struct MaskConfig {
 // eligible position, one more per selected one, and one per random replacement. Throws
 // gmlp::Error on probabilities outside [0, 1], replace_mask + replace_random > 1,
 // vocab_size <= 5, or an id outside [0, vocab_size).
-void mask_tokens(const int32_t* ids, int32_t* inputs, int32_t* labels, int64_t n, int vocab_size,
-                 const MaskConfig& cfg, Rng& rng);
+void mask_tokens(const int32_t* ids, int32_t* inputs, int32_t* labels, int64_t n, int vocab_size, const MaskConfig& cfg,
+                 Rng& rng);
 
 }  // namespace gmlp::text

@@ -12,13 +12,12 @@ namespace {
 using T = Tokenizer;
 
 template <class Label>
-std::vector<Example> per_verse(const std::vector<Verse>& verses, const Tokenizer& tok, Split split,
-                               int seq_len, Label label) {
+std::vector<Example> per_verse(const std::vector<Verse>& verses, const Tokenizer& tok, Split split, int seq_len,
+                               Label label) {
   if (seq_len < 3) fail("failed to build a task: expected a sequence length >= 3, found ", seq_len);
   std::vector<Example> out;
   for (const Verse& v : verses)
-    if (kjv_split(v.chapter_index) == split)
-      out.push_back({single_segment(tok.encode(v.text), seq_len), label(v)});
+    if (kjv_split(v.chapter_index) == split) out.push_back({single_segment(tok.encode(v.text), seq_len), label(v)});
   return out;
 }
 
@@ -45,8 +44,7 @@ bool is_pair(Task t) { return t == Task::next_verse; }
 
 std::vector<std::string> class_names(Task t) {
   switch (t) {
-    case Task::ot_nt:
-      return {testament_name(Testament::old_testament), testament_name(Testament::new_testament)};
+    case Task::ot_nt: return {testament_name(Testament::old_testament), testament_name(Testament::new_testament)};
     case Task::genre: {
       std::vector<std::string> names;
       for (int g = 0; g < kNumGenres; ++g) names.push_back(genre_name(Genre(g)));
@@ -58,21 +56,18 @@ std::vector<std::string> class_names(Task t) {
 }
 
 std::vector<int32_t> single_segment(const std::vector<int32_t>& a, int seq_len) {
-  if (seq_len < 3)
-    fail("failed to build an example: expected a sequence length >= 3, found ", seq_len);
+  if (seq_len < 3) fail("failed to build an example: expected a sequence length >= 3, found ", seq_len);
   std::vector<int32_t> ids;
   ids.reserve(size_t(seq_len));
   ids.push_back(T::kCls);
-  ids.insert(ids.end(), a.begin(),
-             a.begin() + std::min<ptrdiff_t>(ptrdiff_t(a.size()), seq_len - 2));
+  ids.insert(ids.end(), a.begin(), a.begin() + std::min<ptrdiff_t>(ptrdiff_t(a.size()), seq_len - 2));
   ids.push_back(T::kSep);
   ids.resize(size_t(seq_len), T::kPad);
   return ids;
 }
 
 std::vector<int32_t> segment_pair(std::vector<int32_t> a, std::vector<int32_t> b, int seq_len) {
-  if (seq_len < 5)
-    fail("failed to build an example: expected a sequence length >= 5 for a pair, found ", seq_len);
+  if (seq_len < 5) fail("failed to build an example: expected a sequence length >= 5 for a pair, found ", seq_len);
   const size_t room = size_t(seq_len - 3);
   while (a.size() + b.size() > room) (a.size() > b.size() ? a : b).pop_back();
   std::vector<int32_t> ids;
@@ -86,23 +81,18 @@ std::vector<int32_t> segment_pair(std::vector<int32_t> a, std::vector<int32_t> b
   return ids;
 }
 
-std::vector<Example> ot_nt(const std::vector<Verse>& verses, const Tokenizer& tok, Split split,
-                           int seq_len) {
-  return per_verse(verses, tok, split, seq_len, [](const Verse& v) {
-    return book(v.book).testament == Testament::new_testament ? 1 : 0;
-  });
-}
-
-std::vector<Example> genre(const std::vector<Verse>& verses, const Tokenizer& tok, Split split,
-                           int seq_len) {
+std::vector<Example> ot_nt(const std::vector<Verse>& verses, const Tokenizer& tok, Split split, int seq_len) {
   return per_verse(verses, tok, split, seq_len,
-                   [](const Verse& v) { return int(book(v.book).genre); });
+                   [](const Verse& v) { return book(v.book).testament == Testament::new_testament ? 1 : 0; });
 }
 
-std::vector<Example> next_verse(const std::vector<Verse>& verses, const Tokenizer& tok, Split split,
-                                int seq_len, uint64_t seed) {
-  if (seq_len < 5)
-    fail("failed to build a task: expected a sequence length >= 5 for a pair, found ", seq_len);
+std::vector<Example> genre(const std::vector<Verse>& verses, const Tokenizer& tok, Split split, int seq_len) {
+  return per_verse(verses, tok, split, seq_len, [](const Verse& v) { return int(book(v.book).genre); });
+}
+
+std::vector<Example> next_verse(const std::vector<Verse>& verses, const Tokenizer& tok, Split split, int seq_len,
+                                uint64_t seed) {
+  if (seq_len < 5) fail("failed to build a task: expected a sequence length >= 5 for a pair, found ", seq_len);
   // The verses of each book in this split, by index into `verses`.
   std::vector<std::vector<size_t>> pool(kNumBooks);
   for (size_t i = 0; i < verses.size(); ++i) {
@@ -139,8 +129,8 @@ std::vector<Example> next_verse(const std::vector<Verse>& verses, const Tokenize
   return out;
 }
 
-std::vector<Example> build_task(Task t, const std::vector<Verse>& verses, const Tokenizer& tok,
-                                Split split, int seq_len, uint64_t seed) {
+std::vector<Example> build_task(Task t, const std::vector<Verse>& verses, const Tokenizer& tok, Split split,
+                                int seq_len, uint64_t seed) {
   switch (t) {
     case Task::ot_nt: return ot_nt(verses, tok, split, seq_len);
     case Task::genre: return genre(verses, tok, split, seq_len);
@@ -149,9 +139,8 @@ std::vector<Example> build_task(Task t, const std::vector<Verse>& verses, const 
   fail("unknown task");
 }
 
-std::vector<Example> training_examples(Task t, const std::vector<Verse>& verses,
-                                       const Tokenizer& tok, int seq_len, uint64_t seed, int epoch,
-                                       int64_t limit) {
+std::vector<Example> training_examples(Task t, const std::vector<Verse>& verses, const Tokenizer& tok, int seq_len,
+                                       uint64_t seed, int epoch, int64_t limit) {
   const uint64_t draw = is_pair(t) ? seed + uint64_t(epoch) : seed;
   std::vector<Example> set = build_task(t, verses, tok, Split::train, seq_len, draw);
   if (limit > 0 && int64_t(set.size()) > limit) {

@@ -37,10 +37,8 @@ std::vector<int32_t> single_segment(const std::vector<int32_t>& a, int seq_len);
 std::vector<int32_t> segment_pair(std::vector<int32_t> a, std::vector<int32_t> b, int seq_len);
 
 // One example per verse of `split`, in Bible order.
-std::vector<Example> ot_nt(const std::vector<Verse>& verses, const Tokenizer& tok, Split split,
-                           int seq_len);
-std::vector<Example> genre(const std::vector<Verse>& verses, const Tokenizer& tok, Split split,
-                           int seq_len);
+std::vector<Example> ot_nt(const std::vector<Verse>& verses, const Tokenizer& tok, Split split, int seq_len);
+std::vector<Example> genre(const std::vector<Verse>& verses, const Tokenizer& tok, Split split, int seq_len);
 
 // For each verse A of `split` that has a successor in its chapter, in Bible order: the positive
 // (A, successor) with label 1, then the negative (A, B) with label 0, B drawn uniformly (from
@@ -48,19 +46,18 @@ std::vector<Example> genre(const std::vector<Verse>& verses, const Tokenizer& to
 // A and its successor, so no text of another split enters an example. A verse whose book has no
 // such B in the split is left out with its positive, so the classes are always exactly 1:1.
 // `verses` must be the whole KJV in order (load_kjv()).
-std::vector<Example> next_verse(const std::vector<Verse>& verses, const Tokenizer& tok, Split split,
-                                int seq_len, uint64_t seed);
+std::vector<Example> next_verse(const std::vector<Verse>& verses, const Tokenizer& tok, Split split, int seq_len,
+                                uint64_t seed);
 
 // Dispatches to the builders above (seed is used by next_verse only).
-std::vector<Example> build_task(Task t, const std::vector<Verse>& verses, const Tokenizer& tok,
-                                Split split, int seq_len, uint64_t seed);
+std::vector<Example> build_task(Task t, const std::vector<Verse>& verses, const Tokenizer& tok, Split split,
+                                int seq_len, uint64_t seed);
 
 // The training examples of one epoch: build_task's on the train split; with limit > 0 a random
 // `limit` of them, the same every epoch (fixed by seed). A pair task's negatives are drawn afresh
 // each epoch (epoch e draws from seed + e; epoch 0 is build_task's own), the positives kept, as
 // BERT's next-sentence data does: a fixed draw can be learned by heart over several epochs.
-std::vector<Example> training_examples(Task t, const std::vector<Verse>& verses,
-                                       const Tokenizer& tok, int seq_len, uint64_t seed, int epoch,
-                                       int64_t limit);
+std::vector<Example> training_examples(Task t, const std::vector<Verse>& verses, const Tokenizer& tok, int seq_len,
+                                       uint64_t seed, int epoch, int64_t limit);
 
 }  // namespace gmlp::text

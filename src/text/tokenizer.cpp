@@ -75,9 +75,17 @@ bool proto_fields(std::string_view msg, F f) {
     if (!varint(&key)) return false;
     std::string_view payload;
     switch (key & 7) {
-      case 0: if (!varint(&v)) return false; break;
-      case 1: if (msg.size() - pos < 8) return false; pos += 8; break;
-      case 5: if (msg.size() - pos < 4) return false; pos += 4; break;
+      case 0:
+        if (!varint(&v)) return false;
+        break;
+      case 1:
+        if (msg.size() - pos < 8) return false;
+        pos += 8;
+        break;
+      case 5:
+        if (msg.size() - pos < 4) return false;
+        pos += 4;
+        break;
       case 2:
         if (!varint(&v) || v > msg.size() - pos) return false;
         payload = msg.substr(pos, v);
@@ -169,27 +177,27 @@ void check_normalizers(std::string_view model, const std::string& source) {
   });
   if (!parsed || !specs_parsed) problem = "its protobuf message cannot be read back";
   if (!problem.empty())
-    fail("failed to load the tokenizer ", source, ": expected a SentencePiece model whose normalization "
-         "rules are intact, found one where ", problem);
+    fail("failed to load the tokenizer ", source,
+         ": expected a SentencePiece model whose normalization "
+         "rules are intact, found one where ",
+         problem);
 }
 
 }  // namespace
 
-Tokenizer::Tokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> sp)
-    : sp_(std::move(sp)) {}
+Tokenizer::Tokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> sp) : sp_(std::move(sp)) {}
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-Tokenizer Tokenizer::train(const std::vector<std::string>& lines, const std::string& model_prefix,
-                           int vocab_size, uint64_t seed) {
+Tokenizer Tokenizer::train(const std::vector<std::string>& lines, const std::string& model_prefix, int vocab_size,
+                           uint64_t seed) {
   const std::string what = cat("failed to train a tokenizer for '", model_prefix, ".model'");
   size_t nonempty = 0;
   for (const std::string& l : lines) nonempty += !l.empty();
   if (nonempty == 0) fail(what, ": expected training text, found no non-empty line");
   if (vocab_size <= kNumReserved || vocab_size > 1'000'000)
-    fail(what, ": expected a vocabulary size in ", kNumReserved + 1, "..1000000, found ",
-         vocab_size);
+    fail(what, ": expected a vocabulary size in ", kNumReserved + 1, "..1000000, found ", vocab_size);
 
   // No model_prefix: with the model returned as bytes SentencePiece writes no file itself.
   const std::unordered_map<std::string, std::string> spec = {
@@ -217,8 +225,7 @@ Tokenizer Tokenizer::train(const std::vector<std::string>& lines, const std::str
 
   Tokenizer tok = from_serialized(bytes, cat("the model trained for '", model_prefix, ".model'"));
   std::string vocab;
-  for (int i = 0; i < tok.vocab_size(); ++i)
-    vocab += cat(tok.sp_->IdToPiece(i), '\t', tok.sp_->GetScore(i), '\n');
+  for (int i = 0; i < tok.vocab_size(); ++i) vocab += cat(tok.sp_->IdToPiece(i), '\t', tok.sp_->GetScore(i), '\n');
   write_file_atomic(model_prefix + ".model", bytes);
   write_file_atomic(model_prefix + ".vocab", vocab);
   return tok;
@@ -230,24 +237,19 @@ Tokenizer Tokenizer::load(const std::string& model_path) {
 
 Tokenizer Tokenizer::from_serialized(std::string_view bytes, const std::string& source) {
   auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  if (bytes.empty())
-    fail("failed to load the tokenizer ", source,
-         ": expected a SentencePiece model, found no data");
+  if (bytes.empty()) fail("failed to load the tokenizer ", source, ": expected a SentencePiece model, found no data");
   const auto status = sp->LoadFromSerializedProto(bytes);
   if (!status.ok())
-    fail("failed to load the tokenizer ", source, ": expected a SentencePiece model (",
-         one_line(status.ToString()), ")");
+    fail("failed to load the tokenizer ", source, ": expected a SentencePiece model (", one_line(status.ToString()),
+         ")");
   check_normalizers(sp->serialized_model_proto(), source);
   const int n = sp->GetPieceSize();
   if (n <= kNumReserved)
-    fail("failed to load the tokenizer ", source, ": expected more than ", kNumReserved,
-         " pieces, found ", n);
+    fail("failed to load the tokenizer ", source, ": expected more than ", kNumReserved, " pieces, found ", n);
   for (int i = 0; i < kNumReserved; ++i)
-    if (sp->IdToPiece(i) != kReservedPieces[i] || (i == kUnk) != sp->IsUnknown(i) ||
-        (i != kUnk && !sp->IsControl(i)))
-      fail("failed to load the tokenizer ", source, ": expected the reserved symbol ",
-           kReservedPieces[i], " at id ", i, ", found '", sp->IdToPiece(i),
-           "' (was it trained by gmlp?)");
+    if (sp->IdToPiece(i) != kReservedPieces[i] || (i == kUnk) != sp->IsUnknown(i) || (i != kUnk && !sp->IsControl(i)))
+      fail("failed to load the tokenizer ", source, ": expected the reserved symbol ", kReservedPieces[i], " at id ", i,
+           ", found '", sp->IdToPiece(i), "' (was it trained by gmlp?)");
   return Tokenizer(std::move(sp));
 }
 
@@ -262,18 +264,15 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   const int n = vocab_size();
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= n)
-      fail("failed to decode token ids: id ", ids[i], " at position ", i,
-           " is outside the vocabulary of ", n);
+      fail("failed to decode token ids: id ", ids[i], " at position ", i, " is outside the vocabulary of ", n);
   std::string text;
   const auto status = sp_->Decode(std::vector<int>(ids.begin(), ids.end()), &text);
-  if (!status.ok())
-    fail("failed to decode token ids: SentencePiece: ", one_line(status.ToString()));
+  if (!status.ok()) fail("failed to decode token ids: SentencePiece: ", one_line(status.ToString()));
   return text;
 }
 
 std::string Tokenizer::id_to_piece(int32_t id) const {
-  if (id < 0 || id >= vocab_size())
-    fail("token id ", id, " is outside the vocabulary of ", vocab_size());
+  if (id < 0 || id >= vocab_size()) fail("token id ", id, " is outside the vocabulary of ", vocab_size());
   return sp_->IdToPiece(id);
 }
 

@@ -20,8 +20,7 @@ class Tokenizer {
  public:
   static constexpr int32_t kPad = 0, kUnk = 1, kCls = 2, kSep = 3, kMask = 4;
   static constexpr int32_t kNumReserved = 5;  // ids below this are the reserved symbols
-  static constexpr const char* kReservedPieces[kNumReserved] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]",
-                                                                "[MASK]"};
+  static constexpr const char* kReservedPieces[kNumReserved] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
 
   // Trains a unigram model on `lines` (one sentence or document each; empty lines are skipped)
   // and writes it to model_prefix + ".model" (the model proto, atomically) and model_prefix +
@@ -30,8 +29,8 @@ class Tokenizer {
   // coverage 1.0 so every character of the training text is in the vocabulary). Throws a
   // one-line gmlp::Error if there is no text, vocab_size is out of range or too large for the
   // text, or SentencePiece fails.
-  static Tokenizer train(const std::vector<std::string>& lines, const std::string& model_prefix,
-                         int vocab_size = 8000, uint64_t seed = 0);
+  static Tokenizer train(const std::vector<std::string>& lines, const std::string& model_prefix, int vocab_size = 8000,
+                         uint64_t seed = 0);
 
   // Loads a model file written by train(). Throws a one-line gmlp::Error naming the file if it
   // is missing, not a SentencePiece model, or lacks the reserved symbols at ids 0..4.

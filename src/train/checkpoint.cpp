@@ -9,12 +9,10 @@
 
 namespace gmlp {
 
-void save_checkpoint(const std::string& path, const Model<float>& model,
-                     const data::Normalization& norm, const std::vector<std::string>& class_names,
-                     const std::map<std::string, std::string>& extra) {
+void save_checkpoint(const std::string& path, const Model<float>& model, const data::Normalization& norm,
+                     const std::vector<std::string>& class_names, const std::map<std::string, std::string>& extra) {
   std::vector<st::Entry> entries;
-  for (const ParamInfo& p : model.params())
-    entries.push_back({p.name, p.shape, model.weights() + p.offset});
+  for (const ParamInfo& p : model.params()) entries.push_back({p.name, p.shape, model.weights() + p.offset});
   std::map<std::string, std::string> meta = extra;
   meta["format"] = "gmlp";
   meta["config"] = model.config().to_json().dump();
@@ -36,8 +34,7 @@ void check_tensors(const st::File& file, const std::vector<ParamInfo>& table) {
     const st::TensorInfo* t = file.find(p.name);
     if (!t) fail("tensor '", p.name, "' is missing", asked);
     if (t->shape != p.shape)
-      fail("tensor '", p.name, "' has shape ", st::shape_str(t->shape), ", expected ",
-           st::shape_str(p.shape), asked);
+      fail("tensor '", p.name, "' has shape ", st::shape_str(t->shape), ", expected ", st::shape_str(p.shape), asked);
     if (t->dtype != st::Dtype::F32 && t->dtype != st::Dtype::F16 && t->dtype != st::Dtype::BF16 &&
         t->dtype != st::Dtype::F64)
       fail("tensor '", p.name, "' has dtype ", st::dtype_name(t->dtype),
@@ -58,15 +55,15 @@ ModelConfig config_from_tensors(const st::File& file) {
   };
   auto expect_rank = [&](const std::string& name, const std::vector<int64_t>& s, size_t rank) {
     if (s.size() != rank)
-      fail("failed to load checkpoint '", file.path(), "': tensor '", name, "' has shape ",
-           st::shape_str(s), ", expected ", rank, " dimensions");
+      fail("failed to load checkpoint '", file.path(), "': tensor '", name, "' has shape ", st::shape_str(s),
+           ", expected ", rank, " dimensions");
   };
   ModelConfig c;
   const auto stem = shape("stem.proj.weight");
   expect_rank("stem.proj.weight", stem, 4);
   if (stem[2] != stem[3])
-    fail("failed to load checkpoint '", file.path(), "': tensor 'stem.proj.weight' has shape ",
-         st::shape_str(stem), ", expected square patches [D, C, P, P]");
+    fail("failed to load checkpoint '", file.path(), "': tensor 'stem.proj.weight' has shape ", st::shape_str(stem),
+         ", expected square patches [D, C, P, P]");
   c.dim = int(stem[0]), c.in_chans = int(stem[1]), c.patch_size = int(stem[2]);
   int depth = 0;
   while (file.find("blocks." + std::to_string(depth) + ".norm.weight")) ++depth;
@@ -81,9 +78,8 @@ ModelConfig config_from_tensors(const st::File& file) {
   expect_rank("blocks.0.mlp_channels.gate.proj.weight", proj, 2);
   const int grid = int(std::lround(std::sqrt(double(proj[0]))));
   if (proj[0] != proj[1] || int64_t(grid) * grid != proj[0])
-    fail("failed to load checkpoint '", file.path(),
-         "': tensor 'blocks.0.mlp_channels.gate.proj.weight' has shape ", st::shape_str(proj),
-         ", expected [N, N] with N a square number of patches");
+    fail("failed to load checkpoint '", file.path(), "': tensor 'blocks.0.mlp_channels.gate.proj.weight' has shape ",
+         st::shape_str(proj), ", expected [N, N] with N a square number of patches");
   c.img_size = grid * c.patch_size;
   const auto head = shape("head.weight");
   expect_rank("head.weight", head, 2);
@@ -94,10 +90,8 @@ ModelConfig config_from_tensors(const st::File& file) {
 CheckpointKind checkpoint_kind(const st::File& file) {
   const auto& meta = file.metadata();
   const auto format = meta.find("format");
-  if (meta.count("tokenizer") || (format != meta.end() && format->second == "gmlp-text"))
-    return CheckpointKind::text;
-  if ((format != meta.end() && format->second == "gmlp") || file.find("stem.proj.weight") ||
-      file.find("head.weight"))
+  if (meta.count("tokenizer") || (format != meta.end() && format->second == "gmlp-text")) return CheckpointKind::text;
+  if ((format != meta.end() && format->second == "gmlp") || file.find("stem.proj.weight") || file.find("head.weight"))
     return CheckpointKind::image;
   return CheckpointKind::unknown;
 }
@@ -112,8 +106,7 @@ std::string describe_checkpoint(const st::File& file) {
       if (task != file.metadata().end()) return "a text checkpoint (gmlp finetune, task " + task->second + ")";
       return "a text checkpoint (a masked-language model from gmlp pretrain)";
     }
-    case CheckpointKind::unknown:
-      break;
+    case CheckpointKind::unknown: break;
   }
   return "a safetensors file of neither gmlp's image nor its text checkpoints";
 }
@@ -157,8 +150,8 @@ Checkpoint load_checkpoint(const std::string& path) {
     fail("failed to load checkpoint '", path, "': metadata 'mean', 'std' or 'classes' is malformed");
   }
   if (int(ck.norm.mean.size()) != ck.config.in_chans || int(ck.norm.std.size()) != ck.config.in_chans)
-    fail("failed to load checkpoint '", path, "': metadata 'mean'/'std' must have ",
-         ck.config.in_chans, " values, one per channel");
+    fail("failed to load checkpoint '", path, "': metadata 'mean'/'std' must have ", ck.config.in_chans,
+         " values, one per channel");
   for (float s : ck.norm.std)
     if (!(s > 0)) fail("failed to load checkpoint '", path, "': metadata 'std' must be positive");
 

@@ -22,14 +22,13 @@ class File;
 struct Checkpoint {
   ModelConfig config;
   data::Normalization norm;
-  std::vector<std::string> class_names;     // may be empty (a timm file)
+  std::vector<std::string> class_names;  // may be empty (a timm file)
   std::map<std::string, std::string> metadata;
   std::unique_ptr<Model<float>> model;
 };
 
-void save_checkpoint(const std::string& path, const Model<float>& model,
-                     const data::Normalization& norm, const std::vector<std::string>& class_names,
-                     const std::map<std::string, std::string>& extra = {});
+void save_checkpoint(const std::string& path, const Model<float>& model, const data::Normalization& norm,
+                     const std::vector<std::string>& class_names, const std::map<std::string, std::string>& extra = {});
 
 Checkpoint load_checkpoint(const std::string& path);
 

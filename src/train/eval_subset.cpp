@@ -36,8 +36,8 @@ std::string subset_label(int64_t count, int64_t total) {
 
 std::string eval_limit_note(int64_t limit, int64_t total, const std::string& what) {
   if (limit <= 0 || limit < total) return "";
-  return "--eval-limit " + std::to_string(limit) + " is at least the split's " + thousands(total) +
-         " " + what + ": evaluating on all of them";
+  return "--eval-limit " + std::to_string(limit) + " is at least the split's " + thousands(total) + " " + what +
+         ": evaluating on all of them";
 }
 
 }  // namespace gmlp

@@ -12,11 +12,10 @@ namespace gmlp {
 
 void check_compatible(const ModelConfig& cfg, const data::ImageSet& set, const std::string& source) {
   if (set.channels != cfg.in_chans || set.height != cfg.img_size || set.width != cfg.img_size)
-    fail("data '", source, "' has ", set.channels, "×", set.height, "×", set.width,
-         " images, but the model expects ", cfg.in_chans, "×", cfg.img_size, "×", cfg.img_size);
+    fail("data '", source, "' has ", set.channels, "×", set.height, "×", set.width, " images, but the model expects ",
+         cfg.in_chans, "×", cfg.img_size, "×", cfg.img_size);
   if (set.classes > cfg.num_classes)
-    fail("data '", source, "' has ", set.classes, " classes, but the model has only ",
-         cfg.num_classes, " outputs");
+    fail("data '", source, "' has ", set.classes, " classes, but the model has only ", cfg.num_classes, " outputs");
 }
 
 EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::Normalization& norm,
@@ -49,14 +48,13 @@ EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::
     }
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < b; ++i)
-      data::normalize_image(input.data() + i * image_size,
-                            set.pixels.data() + image(start + i) * image_size, int(C), int(S), norm);
+      data::normalize_image(input.data() + i * image_size, set.pixels.data() + image(start + i) * image_size, int(C),
+                            int(S), norm);
     const float* out = model.infer(input.data(), b);
     if (flip_tta) {
       std::copy(out, out + b * K, mean_logits.data());
 #pragma omp parallel for schedule(static)
-      for (int64_t row = 0; row < b * C * S; ++row)
-        std::reverse(input.data() + row * S, input.data() + (row + 1) * S);
+      for (int64_t row = 0; row < b * C * S; ++row) std::reverse(input.data() + row * S, input.data() + (row + 1) * S);
       out = model.infer(input.data(), b);
       for (int64_t i = 0; i < b * K; ++i) mean_logits[i] = 0.5f * (mean_logits[i] + out[i]);
       out = mean_logits.data();

@@ -16,13 +16,12 @@ namespace {
 
 // A finite number in [lo, hi] (an open end when lo_open / hi_open), else "invalid --flag v:
 // expected ...".
-void need_real(double v, const char* flag, double lo, double hi, bool lo_open, bool hi_open,
-               const char* note = "") {
+void need_real(double v, const char* flag, double lo, double hi, bool lo_open, bool hi_open, const char* note = "") {
   const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
   if (ok) return;
-  const std::string range =
-      std::isinf(hi) ? cat("a finite number ", lo_open ? "> " : ">= ", lo)
-                     : cat("a number in ", lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]");
+  const std::string range = std::isinf(hi)
+                                ? cat("a finite number ", lo_open ? "> " : ">= ", lo)
+                                : cat("a number in ", lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]");
   fail("invalid ", flag, " ", v, ": expected ", range, note);
 }
 
@@ -39,7 +38,8 @@ constexpr double kInf = INFINITY;
 void validate_run_options(const RunOptions& o) {
   need_whole(o.epochs, "--epochs", 1, INT32_MAX);
   need_whole(o.batch_size, "--batch-size", 1, INT32_MAX);
-  need_whole(o.grad_accum, "--grad-accum", 1, o.batch_size, " (at most --batch-size: micro-batches of at least one item)");
+  need_whole(o.grad_accum, "--grad-accum", 1, o.batch_size,
+             " (at most --batch-size: micro-batches of at least one item)");
   if (o.batch_size % o.grad_accum != 0)
     fail("invalid --grad-accum ", o.grad_accum, ": expected a divisor of --batch-size ", o.batch_size,
          ", so that every micro-batch has as many items");
@@ -50,8 +50,10 @@ void validate_run_options(const RunOptions& o) {
   need_real(o.weight_decay, "--weight-decay", 0, kInf, false, false);
   // AdamW scales each weight by 1 - lr * decay per step: at 1 or more it flips or zeroes them.
   if (!(o.lr * o.weight_decay < 1))
-    fail("invalid --lr ", o.lr, " with --weight-decay ", o.weight_decay, ": AdamW scales the weights by 1 - lr x decay "
-         "each step, so expected lr x decay below 1, found ", o.lr * o.weight_decay);
+    fail("invalid --lr ", o.lr, " with --weight-decay ", o.weight_decay,
+         ": AdamW scales the weights by 1 - lr x decay "
+         "each step, so expected lr x decay below 1, found ",
+         o.lr * o.weight_decay);
   need_real(o.clip_norm, "--clip-norm", 0, kInf, false, false, " (0: off)");
   need_whole(o.train_limit, "--train-limit", 0, INT32_MAX, " (0: all)");
   need_whole(o.eval_limit, "--eval-limit", 0, INT32_MAX, " (0: all)");

@@ -16,8 +16,14 @@ namespace gmlp {
 
 ImageTask::ImageTask(Model<float>& model, Model<float>* ema, const data::ImageSet& train_set,
                      const data::ImageSet& test_set, const data::Normalization& norm, const TrainOptions& opt)
-    : model_(model), ema_(ema), train_(train_set), test_(test_set), norm_(norm), opt_(opt),
-      aug_{opt.crop_padding, opt.hflip}, erase_{float(opt.erase_prob)},
+    : model_(model),
+      ema_(ema),
+      train_(train_set),
+      test_(test_set),
+      norm_(norm),
+      opt_(opt),
+      aug_{opt.crop_padding, opt.hflip},
+      erase_{float(opt.erase_prob)},
       test_items_(eval_subset(test_set.count, opt.eval_limit, opt.seed)),
       subset_(subset_label(int64_t(test_items_.size()), test_set.count)) {
   mix_.mixup_alpha = float(opt.mixup_alpha), mix_.cutmix_alpha = float(opt.cutmix_alpha);
@@ -27,9 +33,7 @@ ImageTask::ImageTask(Model<float>& model, Model<float>* ema, const data::ImageSe
   if (!whole.empty()) std::fprintf(stderr, "gmlp: %s\n", whole.c_str());
 }
 
-Trainable ImageTask::trainable() {
-  return {model_.weights(), model_.grads(), model_.num_params(), &model_.params()};
-}
+Trainable ImageTask::trainable() { return {model_.weights(), model_.grads(), model_.num_params(), &model_.params()}; }
 
 void ImageTask::plan(int B) {
   model_.plan(B);
@@ -87,10 +91,14 @@ void ImageTask::after_update() {
 
 nlohmann::json ImageTask::evaluate() {
   const EvalResult ev = gmlp::evaluate(model_, test_, norm_, {.items = &test_items_, .progress = "test"});
-  nlohmann::json m = {{"test_loss", ev.loss}, {"test_acc", ev.accuracy}, {"test_count", ev.count},
-                      {"test_total", ev.total}, {"eval_seconds", ev.seconds}};
+  nlohmann::json m = {{"test_loss", ev.loss},
+                      {"test_acc", ev.accuracy},
+                      {"test_count", ev.count},
+                      {"test_total", ev.total},
+                      {"eval_seconds", ev.seconds}};
   if (ema_) {
-    const EvalResult e = gmlp::evaluate(*ema_, test_, norm_, {.items = &test_items_, .progress = "test, moving average"});
+    const EvalResult e =
+        gmlp::evaluate(*ema_, test_, norm_, {.items = &test_items_, .progress = "test, moving average"});
     m["test_loss_ema"] = e.loss;
     m["test_acc_ema"] = e.accuracy;
     m["eval_seconds"] = ev.seconds + e.seconds;

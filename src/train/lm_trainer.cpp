@@ -29,18 +29,16 @@ namespace gmlp {
 namespace fs = std::filesystem;
 using text::Tokenizer;
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, vocab_size, epochs,
-                                                batch_size, grad_accum, lr, min_lr, warmup_epochs,
-                                                weight_decay, clip_norm, mask_prob, seed,
-                                                train_limit, eval_limit, seq_len, precision,
-                                                segments, nsp, nsp_negatives, layer_decay,
-                                                drop_path, mlm_weight)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, vocab_size, epochs, batch_size,
+                                                grad_accum, lr, min_lr, warmup_epochs, weight_decay, clip_norm,
+                                                mask_prob, seed, train_limit, eval_limit, seq_len, precision, segments,
+                                                nsp, nsp_negatives, layer_decay, drop_path, mlm_weight)
 
 nlohmann::json LmOptions::to_json() const { return *this; }
 LmOptions LmOptions::from_json(const nlohmann::json& j) { return j.get<LmOptions>(); }
 
-void save_text_checkpoint(const std::string& path, const TextModel<float>& model,
-                          const Tokenizer& tokenizer, const std::map<std::string, std::string>& extra) {
+void save_text_checkpoint(const std::string& path, const TextModel<float>& model, const Tokenizer& tokenizer,
+                          const std::map<std::string, std::string>& extra) {
   std::vector<st::Entry> entries;
   for (const ParamInfo& p : model.params()) entries.push_back({p.name, p.shape, model.weights() + p.offset});
   std::map<std::string, std::string> meta = extra;
@@ -73,8 +71,8 @@ TextCheckpoint load_text_checkpoint(const std::string& path) {
   } catch (const Error& e) {
     fail("failed to load text checkpoint '", path, "': ", e.what());
   }
-  ck.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_serialized(
-      base64_decode(meta("tokenizer"), "metadata 'tokenizer' of '" + path + "'"), path));
+  ck.tokenizer = std::make_unique<Tokenizer>(
+      Tokenizer::from_serialized(base64_decode(meta("tokenizer"), "metadata 'tokenizer' of '" + path + "'"), path));
   if (ck.tokenizer->vocab_size() != ck.config.vocab_size)
     fail("failed to load text checkpoint '", path, "': the tokenizer has ", ck.tokenizer->vocab_size(),
          " pieces but the model's vocab_size is ", ck.config.vocab_size);
@@ -121,8 +119,7 @@ std::vector<std::vector<int32_t>> encode_all(const Tokenizer& tok, const std::ve
   return ids;
 }
 
-std::vector<std::vector<int32_t>> pack(const Tokenizer& tok, const std::vector<std::string>& docs,
-                                       int seq_len) {
+std::vector<std::vector<int32_t>> pack(const Tokenizer& tok, const std::vector<std::string>& docs, int seq_len) {
   return text::pack_sequences(encode_all(tok, docs), seq_len);
 }
 
@@ -206,15 +203,15 @@ struct HeadBatch {
 struct TextTask final : Task {
   TextModel<float>* model = nullptr;
   const Tokenizer* tok = nullptr;
-  int64_t n_items = 0;          // sequences or examples in the train split
+  int64_t n_items = 0;  // sequences or examples in the train split
   const char* item_unit = "seq";
-  std::string tail;             // the opening line's end (", layer decay 0.75")
+  std::string tail;  // the opening line's end (", layer decay 0.75")
   // Forward and backward on the items items[0..B) (see Task::step).
   std::function<StepStats(const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale)> run_step;
   std::function<nlohmann::json()> run_evaluate;  // figures after each epoch
   std::function<void(const nlohmann::json&, int epochs)> run_report;
   std::function<void(int epoch)> run_begin_epoch;  // optional: before the epoch's first step
-  std::map<std::string, std::string> metadata;  // in every checkpoint, beside the epoch marks
+  std::map<std::string, std::string> metadata;     // in every checkpoint, beside the epoch marks
 
   Trainable trainable() override { return {model->weights(), model->grads(), model->num_params(), &model->params()}; }
   int64_t items() const override { return n_items; }
@@ -235,7 +232,8 @@ struct TextTask final : Task {
   std::vector<EpochFile> checkpoints(const std::map<std::string, std::string>& marks) override {
     std::map<std::string, std::string> meta = metadata;
     for (const auto& [k, v] : marks) meta[k] = v;
-    return {{RunFiles::kCheckpoint, [this, meta](const std::string& path) { save_text_checkpoint(path, *model, *tok, meta); }}};
+    return {{RunFiles::kCheckpoint,
+             [this, meta](const std::string& path) { save_text_checkpoint(path, *model, *tok, meta); }}};
   }
 };
 
@@ -265,9 +263,8 @@ Start resume_from(const RunFiles& files, LmOptions& opt, TextCheckpoint& ck) {
   validate_options(opt, !opt.task.empty());
   ck = load_text_checkpoint(files.checkpoint);
   if (ck.metadata["epoch"] != std::to_string(st.state->epoch))
-    fail("failed to resume: '", files.checkpoint, "' is from epoch ", ck.metadata["epoch"], " but '",
-         files.state, "' from epoch ", st.state->epoch,
-         " (the folder was changed by hand; start again with --overwrite)");
+    fail("failed to resume: '", files.checkpoint, "' is from epoch ", ck.metadata["epoch"], " but '", files.state,
+         "' from epoch ", st.state->epoch, " (the folder was changed by hand; start again with --overwrite)");
   st.epoch = st.state->epoch;
   st.step = st.state->step;
   return st;
@@ -282,8 +279,7 @@ TrainResult run_text(TextTask& task, const LmOptions& opt, RunDir& folder, const
   if (!lr_scale.empty()) std::snprintf(decay_note, sizeof decay_note, ", layer decay %g", opt.layer_decay);
   if (model.config().drop_path > 0)
     std::snprintf(drop_note, sizeof drop_note, ", drop path %g", model.config().drop_path);
-  if (opt.mlm_weight > 0)
-    std::snprintf(mlm_note, sizeof mlm_note, ", masked-token loss x%g", opt.mlm_weight);
+  if (opt.mlm_weight > 0) std::snprintf(mlm_note, sizeof mlm_note, ", masked-token loss x%g", opt.mlm_weight);
   task.tail = cat(decay_note, drop_note, mlm_note);
   ResumePoint from{start.epoch, start.step, std::move(start.metrics), start.state.get()};
   return run_loop(task, opt, opt.to_json(), folder, files, std::move(from), lr_scale);
@@ -332,8 +328,7 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   } else {
     // The vocabulary is learned from the train split only.
     ck.tokenizer = std::make_unique<Tokenizer>(Tokenizer::train(
-        documents(opt, text::Split::train), (fs::path(opt.out_dir) / "tokenizer").string(),
-        opt.vocab_size, opt.seed));
+        documents(opt, text::Split::train), (fs::path(opt.out_dir) / "tokenizer").string(), opt.vocab_size, opt.seed));
     ck.config = config;
     ck.config.vocab_size = ck.tokenizer->vocab_size();
     ck.config.num_classes = opt.nsp ? 2 : 0;  // the next-sentence head: 1 when B follows A
@@ -346,8 +341,8 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   const Tokenizer& tok = *ck.tokenizer;
   const int N = model.config().seq_len, V = model.config().vocab_size;
   if (opt.nsp && model.config().num_classes != 2)
-    fail("failed to pretrain with the next-sentence objective: the model has ",
-         model.config().num_classes, " classes, expected 2");
+    fail("failed to pretrain with the next-sentence objective: the model has ", model.config().num_classes,
+         " classes, expected 2");
   // Plain: the packed train split. Next-sentence: pairs drawn afresh each epoch (their number is
   // the same in every epoch), and a fixed draw of dev pairs.
   NspDocs nsp_train;
@@ -375,8 +370,7 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   std::vector<int32_t> dev_inputs(dev_seqs.size() * N), dev_labels(dev_seqs.size() * N);
   Rng dev_rng(opt.seed ^ 0xDE5E7ull);
   for (size_t i = 0; i < dev_seqs.size(); ++i)
-    text::mask_tokens(dev_seqs[i].data(), dev_inputs.data() + i * N, dev_labels.data() + i * N, N,
-                      V, mask, dev_rng);
+    text::mask_tokens(dev_seqs[i].data(), dev_inputs.data() + i * N, dev_labels.data() + i * N, N, V, mask, dev_rng);
 
   std::vector<int32_t> inputs, labels, targets;
   std::vector<int64_t> positions;
@@ -409,7 +403,8 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
       nsp_total.add(r);
       cls_dlogits = nsp_batch.dlogits.data();
     }
-    const auto r = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true, cls_dlogits, grad_scale);
+    const auto r =
+        model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true, cls_dlogits, grad_scale);
     return StepStats{r.loss_sum, r.correct, int64_t(positions.size())};
   };
   job.run_evaluate = [&] {
@@ -426,9 +421,12 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
       progress.update(s0 + b);
     }
     const double mean = count ? loss / double(count) : 0.0;
-    nlohmann::json m{{"dev_loss", mean}, {"dev_ppl", std::exp(mean)},
+    nlohmann::json m{{"dev_loss", mean},
+                     {"dev_ppl", std::exp(mean)},
                      {"dev_acc", count ? double(correct) / double(count) : 0.0},
-                     {"dev_masked_tokens", count}, {"dev_count", S}, {"dev_total", dev_total}};
+                     {"dev_masked_tokens", count},
+                     {"dev_count", S},
+                     {"dev_total", dev_total}};
     if (opt.nsp) {
       // Whether B follows A, on the unmasked dev pairs, as a finetuned model would read them.
       m["dev_nsp_acc"] = nsp_batch.accuracy(model, dev_pairs, "dev pairs");
@@ -486,8 +484,8 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
       fail("unknown --segments '", opt.segments, "': expected auto, on or off");
     const int64_t n0 = pre.config.seq_len;
     if (opt.seq_len > n0)
-      fail("failed to finetune from '", opt.init, "': expected --seq-len <= the pretraining length ",
-           n0, ", found ", opt.seq_len);
+      fail("failed to finetune from '", opt.init, "': expected --seq-len <= the pretraining length ", n0, ", found ",
+           opt.seq_len);
     if (opt.seq_len > 0) ck.config.seq_len = opt.seq_len;
     ck.config.drop_path = opt.drop_path;  // a finetuning regulariser, not the pretraining's
     const int64_t n1 = ck.config.seq_len;
@@ -516,8 +514,7 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
   const text::Task task = text::parse_task(opt.task);
   const int N = model.config().seq_len, K = model.config().num_classes;
   const std::vector<text::Verse> verses = text::load_kjv();
-  auto train_set =
-      text::training_examples(task, verses, tok, N, opt.seed, start.epoch, opt.train_limit);
+  auto train_set = text::training_examples(task, verses, tok, N, opt.seed, start.epoch, opt.train_limit);
   auto dev_set = text::build_task(task, verses, tok, text::Split::dev, N, opt.seed);
   auto test_set = text::build_task(task, verses, tok, text::Split::test, N, opt.seed);
   const int64_t dev_total = limit_split(dev_set, opt, "dev examples");
@@ -566,17 +563,19 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
     gather_masked(mask_labels.data(), n, positions, targets);
     model.encode(masked.data(), B, &rng);
     const StepStats r = batch.loss(model.classify(), B, K, grad_scale);
-    const auto m = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true,
-                             batch.dlogits.data(), float(opt.mlm_weight) * grad_scale);
+    const auto m = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true, batch.dlogits.data(),
+                             float(opt.mlm_weight) * grad_scale);
     mlm_total.add({m.loss_sum, m.correct, int64_t(positions.size())});
     return r;
   };
   job.run_evaluate = [&] {
     nlohmann::json m{{"task", opt.task},
                      {"dev_acc", batch.accuracy(model, dev_set, "dev examples")},
-                     {"dev_count", dev_set.size()}, {"dev_total", dev_total},
+                     {"dev_count", dev_set.size()},
+                     {"dev_total", dev_total},
                      {"test_acc", batch.accuracy(model, test_set, "test examples")},
-                     {"test_count", test_set.size()}, {"test_total", test_total}};
+                     {"test_count", test_set.size()},
+                     {"test_total", test_total}};
     if (opt.mlm_weight > 0 && mlm_total.count > 0) {
       m["train_mlm_loss"] = mlm_total.loss_sum / double(mlm_total.count);
       m["train_mlm_acc"] = double(mlm_total.correct) / double(mlm_total.count);
@@ -588,10 +587,9 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
     if (m.contains("train_mlm_acc"))
       std::snprintf(mlm, sizeof mlm, "  masked tokens: train acc %.2f%%", 100 * m["train_mlm_acc"].get<double>());
     std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  dev%s acc %.2f%%  test%s acc %.2f%%%s  (%s)\n",
-                 m["epoch"].get<int>(), epochs, m["train_loss"].get<double>(),
-                 100 * m["train_acc"].get<double>(), subset_note(m, "dev").c_str(), 100 * m["dev_acc"].get<double>(),
-                 subset_note(m, "test").c_str(), 100 * m["test_acc"].get<double>(), mlm,
-                 format_duration(m["seconds"].get<double>()).c_str());
+                 m["epoch"].get<int>(), epochs, m["train_loss"].get<double>(), 100 * m["train_acc"].get<double>(),
+                 subset_note(m, "dev").c_str(), 100 * m["dev_acc"].get<double>(), subset_note(m, "test").c_str(),
+                 100 * m["test_acc"].get<double>(), mlm, format_duration(m["seconds"].get<double>()).c_str());
   };
   return run_text(job, opt, folder, files, start);
 }

@@ -34,22 +34,22 @@ struct LmOptions : RunOptions {
     out_dir = "runs/pretrain";
     batch_size = 32, lr = 1e-3, weight_decay = 0.01;
   }
-  std::string corpus;            // plain text, one document per line (default: the KJV)
-  std::string init;              // finetune: the pretrained checkpoint
-  std::string task;              // finetune: ot-nt, genre or next-verse
-  int vocab_size = 8000;         // pretrain: the SentencePiece vocabulary trained on the train split
-  double layer_decay = 1.0;      // finetune: block i of L learns at layer_decay^(L-i) times the
-                                 // rate, the embeddings at ^(L+1), the head at 1 (1: off)
-  double drop_path = 0;          // finetune: stochastic depth, the last block's rate, linear in
-                                 // depth from 0 (replaces the pretrained config's)
-  double mlm_weight = 0;         // finetune: keep the masked-token loss beside the task's, this
-                                 // weighted, on inputs masked at mask_prob (0: off, clean inputs)
+  std::string corpus;        // plain text, one document per line (default: the KJV)
+  std::string init;          // finetune: the pretrained checkpoint
+  std::string task;          // finetune: ot-nt, genre or next-verse
+  int vocab_size = 8000;     // pretrain: the SentencePiece vocabulary trained on the train split
+  double layer_decay = 1.0;  // finetune: block i of L learns at layer_decay^(L-i) times the
+                             // rate, the embeddings at ^(L+1), the head at 1 (1: off)
+  double drop_path = 0;      // finetune: stochastic depth, the last block's rate, linear in
+                             // depth from 0 (replaces the pretrained config's)
+  double mlm_weight = 0;     // finetune: keep the masked-token loss beside the task's, this
+                             // weighted, on inputs masked at mask_prob (0: off, clean inputs)
   double mask_prob = 0.15;
   // train_limit: pretrain, the first N training sequences; finetune, a random N examples fixed
   // by the seed. eval_limit: N dev/test sequences, pairs or examples.
-  int seq_len = 0;               // finetune: a shorter length than pretraining's (0: the same)
-  std::string segments = "auto";  // finetune: segment embeddings on, off, or auto (on for pairs)
-  bool nsp = false;              // pretrain: BERT's next-sentence objective beside the masked tokens
+  int seq_len = 0;                    // finetune: a shorter length than pretraining's (0: the same)
+  std::string segments = "auto";      // finetune: segment embeddings on, off, or auto (on for pairs)
+  bool nsp = false;                   // pretrain: BERT's next-sentence objective beside the masked tokens
   std::string nsp_negatives = "any";  // where its negatives' B comes from: anywhere in the split
                                       // (BERT's rule), or the same book ("book", next-verse's)
 
@@ -64,8 +64,7 @@ struct TextCheckpoint {
   std::map<std::string, std::string> metadata;
 };
 
-void save_text_checkpoint(const std::string& path, const TextModel<float>& model,
-                          const text::Tokenizer& tokenizer,
+void save_text_checkpoint(const std::string& path, const TextModel<float>& model, const text::Tokenizer& tokenizer,
                           const std::map<std::string, std::string>& extra = {});
 // Throws a one-line gmlp::Error naming the file if it is not a gmlp text checkpoint.
 TextCheckpoint load_text_checkpoint(const std::string& path);

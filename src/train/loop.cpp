@@ -102,9 +102,10 @@ TrainResult run_loop(Task& task, const RunOptions& opt, const nlohmann::json& op
       total.add(stats);
       train_seconds += seconds_since(t_step);
       char line[256];
-      const int used = std::snprintf(line, sizeof line, "epoch %d/%d  step %ld/%ld  loss %.4f  acc %.2f%%  lr %.2e  %.0f %ss/s",
-                                     epoch + 1, opt.epochs, long(s + 1), long(steps_per_epoch), total.mean_loss(),
-                                     100 * total.accuracy(), lr, double((s + 1) * B) / train_seconds, task.unit());
+      const int used =
+          std::snprintf(line, sizeof line, "epoch %d/%d  step %ld/%ld  loss %.4f  acc %.2f%%  lr %.2e  %.0f %ss/s",
+                        epoch + 1, opt.epochs, long(s + 1), long(steps_per_epoch), total.mean_loss(),
+                        100 * total.accuracy(), lr, double((s + 1) * B) / train_seconds, task.unit());
       if (flops_per_step > 0 && used > 0 && size_t(used) < sizeof line)
         std::snprintf(line + used, sizeof line - size_t(used), "  %.1f GFLOP/s",
                       flops_per_step * double(s + 1) / train_seconds / 1e9);

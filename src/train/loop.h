@@ -124,8 +124,7 @@ struct ResumePoint {
 // Trains `task` from `start` to options.epochs in `folder`, committing every epoch; AdamW's
 // learning rate per parameter is lr times lr_scale's entry (empty: all 1). `options_json` is what
 // train_state records. Stops between two steps with gmlp::Interrupted on SIGINT or SIGTERM.
-TrainResult run_loop(Task& task, const RunOptions& options, const nlohmann::json& options_json,
-                     RunDir& folder, const RunFiles& files, ResumePoint start,
-                     const std::vector<double>& lr_scale = {});
+TrainResult run_loop(Task& task, const RunOptions& options, const nlohmann::json& options_json, RunDir& folder,
+                     const RunFiles& files, ResumePoint start, const std::vector<double>& lr_scale = {});
 
 }  // namespace gmlp

@@ -1,7 +1,7 @@
 #include "train/optimizer.h"
 
-#include <algorithm>
 #include <omp.h>
+#include <algorithm>
 
 #include <cmath>
 #include <string>
@@ -11,8 +11,7 @@
 namespace gmlp {
 
 template <class T>
-AdamW<T>::AdamW(const std::vector<ParamInfo>& params, AdamWConfig config,
-                const std::vector<double>& lr_scale)
+AdamW<T>::AdamW(const std::vector<ParamInfo>& params, AdamWConfig config, const std::vector<double>& lr_scale)
     : cfg_(config) {
   const int64_t n = params.empty() ? 0 : params.back().offset + params.back().numel;
   m_.resize(n);
@@ -22,12 +21,10 @@ AdamW<T>::AdamW(const std::vector<ParamInfo>& params, AdamWConfig config,
     std::fill(decay_.begin() + p.offset, decay_.begin() + p.offset + p.numel, uint8_t(p.decay));
   if (lr_scale.empty()) return;
   if (lr_scale.size() != params.size())
-    fail("AdamW: expected one learning-rate factor per parameter (", params.size(), "), found ",
-         lr_scale.size());
+    fail("AdamW: expected one learning-rate factor per parameter (", params.size(), "), found ", lr_scale.size());
   scale_.assign(n, T(1));
   for (size_t i = 0; i < params.size(); ++i)
-    std::fill(scale_.begin() + params[i].offset, scale_.begin() + params[i].offset + params[i].numel,
-              T(lr_scale[i]));
+    std::fill(scale_.begin() + params[i].offset, scale_.begin() + params[i].offset + params[i].numel, T(lr_scale[i]));
 }
 
 namespace {
@@ -35,8 +32,8 @@ namespace {
 // per-element learning-rate factors) is read only when kScaled.
 template <bool kScaled, class T>
 void adamw_span(T* __restrict w, T* __restrict m, T* __restrict v, const T* __restrict g,
-                const uint8_t* __restrict decay, const T* __restrict scale, int64_t n, T lr_wd,
-                T b1, T b2, T eps, T step_size, T inv_sqrt_bc2) {
+                const uint8_t* __restrict decay, const T* __restrict scale, int64_t n, T lr_wd, T b1, T b2, T eps,
+                T step_size, T inv_sqrt_bc2) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const T s = kScaled ? scale[i] : T(1);
@@ -64,12 +61,11 @@ void AdamW<T>::step(T* w, const T* g, double lr) {
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t begin = n * t / nt, end = n * (t + 1) / nt;
     if (scale_.empty())
-      adamw_span<false>(w + begin, m + begin, v + begin, g + begin, decay + begin,
-                        static_cast<const T*>(nullptr), end - begin, lr_wd, b1, b2, eps, step_size,
-                        inv_sqrt_bc2);
+      adamw_span<false>(w + begin, m + begin, v + begin, g + begin, decay + begin, static_cast<const T*>(nullptr),
+                        end - begin, lr_wd, b1, b2, eps, step_size, inv_sqrt_bc2);
     else
-      adamw_span<true>(w + begin, m + begin, v + begin, g + begin, decay + begin,
-                       scale_.data() + begin, end - begin, lr_wd, b1, b2, eps, step_size, inv_sqrt_bc2);
+      adamw_span<true>(w + begin, m + begin, v + begin, g + begin, decay + begin, scale_.data() + begin, end - begin,
+                       lr_wd, b1, b2, eps, step_size, inv_sqrt_bc2);
   }
 }
 

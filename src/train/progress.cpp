@@ -21,7 +21,10 @@ std::string format_duration(double seconds) {
 }
 
 Progress::Progress(int64_t total_steps, int64_t log_every)
-    : total_(total_steps), every_(log_every), tty_(isatty(fileno(stderr))), start_(std::chrono::steady_clock::now()),
+    : total_(total_steps),
+      every_(log_every),
+      tty_(isatty(fileno(stderr))),
+      start_(std::chrono::steady_clock::now()),
       last_(start_ - std::chrono::seconds(1)) {}
 
 void Progress::update(int64_t done, const char* line) {

@@ -122,8 +122,7 @@ FolderLock::FolderLock(const std::string& dir) : path_((fs::path(dir) / kLockFil
       const ssize_t n = pread(fd_, pid, sizeof pid - 1, 0);
       close(fd_);
       fd_ = -1;
-      if (err != EWOULDBLOCK)
-        fail("failed to use folder '", dir, "': cannot lock '", path_, "': ", std::strerror(err));
+      if (err != EWOULDBLOCK) fail("failed to use folder '", dir, "': cannot lock '", path_, "': ", std::strerror(err));
       const std::string holder = n > 0 ? std::string(pid, size_t(n)) : std::string();
       const size_t end = holder.find_first_not_of("0123456789");
       fail("failed to use folder '", dir, "': another gmlp process (pid ",
@@ -132,7 +131,8 @@ FolderLock::FolderLock(const std::string& dir) : path_((fs::path(dir) / kLockFil
     }
     // The holder before us removes the file on release: if it did while we opened it, we hold
     // a lock on a file no longer in the folder, and take the new one.
-    struct stat held {}, named {};
+    struct stat held {
+    }, named{};
     if (fstat(fd_, &held) == 0 && stat(path_.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
         held.st_dev == named.st_dev)
       break;
@@ -187,12 +187,10 @@ RunDir::RunDir(std::string dir, std::string command, RunStart start)
       recover();
     }
     if (start == RunStart::fresh && epoch_ > 0)
-      fail("'", dir_, "' holds a gmlp ", held_command_, " run of ", epochs_str(epoch_),
-           ": continue it with gmlp ", held_command_, " --resume ", dir_,
-           ", or start a new run over it with --overwrite");
+      fail("'", dir_, "' holds a gmlp ", held_command_, " run of ", epochs_str(epoch_), ": continue it with gmlp ",
+           held_command_, " --resume ", dir_, ", or start a new run over it with --overwrite");
     if (start == RunStart::resume && epoch_ == 0)
-      fail("failed to resume: '", dir_, "' holds no finished epoch (no ", kManifest, " or ",
-           kLegacyState, ")");
+      fail("failed to resume: '", dir_, "' holds no finished epoch (no ", kManifest, " or ", kLegacyState, ")");
   } catch (...) {
     release();
     throw;
@@ -309,8 +307,7 @@ void RunDir::commit(int epoch, const std::vector<EpochFile>& files) {
     for (const std::string& name : names) fs::remove(path(staged_name(name, epoch)), ec);
     throw;
   }
-  const nlohmann::json manifest = {
-      {"format", "gmlp-run"}, {"command", command_}, {"epoch", epoch}, {"files", names}};
+  const nlohmann::json manifest = {{"format", "gmlp-run"}, {"command", command_}, {"epoch", epoch}, {"files", names}};
   write_file_atomic(path(kManifest), manifest.dump() + "\n");  // the commit
   const std::vector<std::string> before = files_;
   epoch_ = epoch, files_ = names;

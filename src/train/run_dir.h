@@ -41,11 +41,11 @@ struct EpochFile {
 // Thrown by RunDir::check_stop once SIGINT or SIGTERM has arrived; the CLI prints it as one line
 // with the command that continues the run, and exits with 128 + signal.
 struct Interrupted : std::exception {
-  int signal = 0;        // SIGINT or SIGTERM
-  std::string dir;       // the run folder
-  std::string command;   // "train", "pretrain", "finetune"; "compare" once compare rethrows it
-  int epoch = 0;         // the last epoch saved (0: none)
-  int epochs = 0;        // the epochs the run was to reach
+  int signal = 0;       // SIGINT or SIGTERM
+  std::string dir;      // the run folder
+  std::string command;  // "train", "pretrain", "finetune"; "compare" once compare rethrows it
+  int epoch = 0;        // the last epoch saved (0: none)
+  int epochs = 0;       // the epochs the run was to reach
   const char* what() const noexcept override { return "interrupted"; }
 };
 

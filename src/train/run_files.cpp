@@ -23,7 +23,9 @@ uint64_t epoch_seed(uint64_t seed, int epoch) {
 
 std::string training_summary(const nlohmann::json& options, const std::vector<nlohmann::json>& metrics) {
   // "test_acc", and the moving average's "test_acc_ema".
-  auto ends = [](const std::string& key, const std::string& end) { return key.ends_with(end) || key.ends_with(end + "_ema"); };
+  auto ends = [](const std::string& key, const std::string& end) {
+    return key.ends_with(end) || key.ends_with(end + "_ema");
+  };
   auto figure = [&](const std::string& key) {
     for (const char* end : {"_acc", "_loss", "_ppl", "_count", "_total", "_pairs", "_tokens"})
       if (ends(key, end)) return true;
@@ -41,8 +43,8 @@ std::string training_summary(const nlohmann::json& options, const std::vector<nl
   return nlohmann::json{{"epochs", metrics.size()}, {"options", options}, {"last", last}, {"best", best}}.dump();
 }
 
-void save_epoch(RunDir& run, AdamW<float>& opt, const RunState& s,
-                const std::vector<nlohmann::json>& metrics, std::vector<EpochFile> checkpoints) {
+void save_epoch(RunDir& run, AdamW<float>& opt, const RunState& s, const std::vector<nlohmann::json>& metrics,
+                std::vector<EpochFile> checkpoints) {
   const int64_t P = int64_t(opt.m().size());
   const std::map<std::string, std::string> meta = {{"epoch", std::to_string(s.epoch)},
                                                    {"step", std::to_string(s.step)},

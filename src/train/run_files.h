@@ -42,8 +42,8 @@ struct RunState {
 // Commits epoch state.epoch to the run folder as one step (RunDir::commit): the state (the
 // moments, and state's marks), the `checkpoints` (the model's, the moving average's) and
 // metrics.jsonl, whose rows are `metrics`.
-void save_epoch(RunDir& run, AdamW<float>& opt, const RunState& state,
-                const std::vector<nlohmann::json>& metrics, std::vector<EpochFile> checkpoints);
+void save_epoch(RunDir& run, AdamW<float>& opt, const RunState& state, const std::vector<nlohmann::json>& metrics,
+                std::vector<EpochFile> checkpoints);
 // Reads the state, and the metrics rows up to its epoch. Throws a one-line gmlp::Error naming
 // the file. restore_moments puts the moments into opt, checking they fit the model.
 RunState read_run_state(const RunFiles& files, std::vector<nlohmann::json>* metrics);

@@ -21,9 +21,9 @@
 #include "train/eval_subset.h"
 #include "train/evaluate.h"
 #include "train/guards.h"
-#include "train/optimizer.h"
 #include "train/image_task.h"
 #include "train/loop.h"
+#include "train/optimizer.h"
 #include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/run_files.h"
@@ -33,12 +33,10 @@ namespace gmlp {
 namespace fs = std::filesystem;
 
 // Everything but out_dir, which names where a run is, not what it is.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainOptions, data_dir, epochs, batch_size, grad_accum, lr,
-                                                min_lr, warmup_epochs, weight_decay, clip_norm,
-                                                label_smoothing, crop_padding, hflip,
-                                                mixup_alpha, cutmix_alpha, mix_prob, switch_prob,
-                                                erase_prob, ema_decay, seed, train_limit,
-                                                eval_limit, preset, precision)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainOptions, data_dir, epochs, batch_size, grad_accum, lr, min_lr,
+                                                warmup_epochs, weight_decay, clip_norm, label_smoothing, crop_padding,
+                                                hflip, mixup_alpha, cutmix_alpha, mix_prob, switch_prob, erase_prob,
+                                                ema_decay, seed, train_limit, eval_limit, preset, precision)
 
 nlohmann::json TrainOptions::to_json() const { return *this; }
 
@@ -50,9 +48,8 @@ namespace {
 Checkpoint load_at_epoch(const RunFiles& files, const std::string& path, int epoch) {
   Checkpoint ck = load_checkpoint(path);
   if (ck.metadata["epoch"] != std::to_string(epoch))
-    fail("failed to resume: '", path, "' is from epoch ", ck.metadata["epoch"], " but '",
-         files.state, "' from epoch ", epoch,
-         " (the folder was changed by hand; start again with --overwrite)");
+    fail("failed to resume: '", path, "' is from epoch ", ck.metadata["epoch"], " but '", files.state, "' from epoch ",
+         epoch, " (the folder was changed by hand; start again with --overwrite)");
   return ck;
 }
 
@@ -90,8 +87,8 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
     norm = ck.norm;
     if (opt.ema_decay > 0) {
       if (!fs::exists(files.ema))
-        fail("failed to resume: the run keeps a moving average (--ema ", opt.ema_decay, ") but '",
-             files.ema, "' does not exist");
+        fail("failed to resume: the run keeps a moving average (--ema ", opt.ema_decay, ") but '", files.ema,
+             "' does not exist");
       ema = std::move(load_at_epoch(files, files.ema, start.epoch).model);
     }
   }
@@ -127,8 +124,8 @@ bool holds_same_run(const ModelConfig& config, const TrainOptions& options) {
     held.erase(drop), wanted.erase(drop);
     for (auto it = wanted.begin(); it != wanted.end(); ++it)
       if (!held.contains(it.key()) || held[it.key()] != *it)
-        fail("'", options.out_dir, "' holds a run of ", run.epoch(), run.epoch() == 1 ? " epoch" : " epochs",
-             " with ", it.key(), " ", shown(held.value(it.key(), nlohmann::json())), ", not ", shown(*it),
+        fail("'", options.out_dir, "' holds a run of ", run.epoch(), run.epoch() == 1 ? " epoch" : " epochs", " with ",
+             it.key(), " ", shown(held.value(it.key(), nlohmann::json())), ", not ", shown(*it),
              ": give compare that run's options to continue it, or --overwrite to train it again");
   };
   // The held options read as a run of today reads them: a field it does not record has its default.

@@ -19,8 +19,7 @@ Rgb diverging(double v) {
   return {mix(white.r, end.r), mix(white.g, end.g), mix(white.b, end.b)};
 }
 
-Canvas::Canvas(int width, int height, Rgb background)
-    : w_(width), h_(height), px_(size_t(width) * height * 3) {
+Canvas::Canvas(int width, int height, Rgb background) : w_(width), h_(height), px_(size_t(width) * height * 3) {
   fill_rect(0, 0, width, height, background);
 }
 
@@ -52,8 +51,7 @@ void Canvas::text(int x, int y, const std::string& s, Rgb c, int scale) {
   std::vector<char> buf(s.begin(), s.end());
   buf.push_back('\0');
   std::vector<float> quads(std::max<size_t>(s.size(), 1) * 4 * 4 * 70);  // ≤ 70 quads a glyph
-  const int n = stb_easy_font_print(0, 0, buf.data(), nullptr, quads.data(),
-                                    int(quads.size() * sizeof(float)));
+  const int n = stb_easy_font_print(0, 0, buf.data(), nullptr, quads.data(), int(quads.size() * sizeof(float)));
   // Each vertex is x, y, z (floats) and 4 colour bytes: 4 floats; a quad is 4 vertices.
   for (int q = 0; q < n; ++q) {
     const float* v = &quads[size_t(q) * 16];

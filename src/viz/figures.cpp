@@ -128,7 +128,7 @@ std::vector<double> nice_ticks(double lo, double hi, bool integer, int max_ticks
   max_ticks = std::max(max_ticks, 2);
   const double span = hi - lo, eps = 1e-9 * span;
   // From a step too fine for max_ticks up: 1, 2, 5 × 10^k.
-  for (double mag = std::pow(10.0, std::floor(std::log10(span / max_ticks))); ; mag *= 10)
+  for (double mag = std::pow(10.0, std::floor(std::log10(span / max_ticks)));; mag *= 10)
     for (double m : {1.0, 2.0, 5.0}) {
       const double step = m * mag;
       if (integer && step < 1) continue;
@@ -157,11 +157,13 @@ Canvas render_spatial_weights(const float* W, int grid, const std::string& title
     std::snprintf(top_label, sizeof top_label, "%+.3g", double(largest)),
         std::snprintf(bottom_label, sizeof bottom_label, "%+.3g", -double(largest));
   const int bar_x = margin + side + 16, bar_w = 16;
-  const int labels_w = std::max({Canvas::text_width(top_label), Canvas::text_width(bottom_label), Canvas::text_width("0")});
+  const int labels_w =
+      std::max({Canvas::text_width(top_label), Canvas::text_width(bottom_label), Canvas::text_width("0")});
   char caption[160];
-  std::snprintf(caption, sizeof caption, "%s; W from %.3g to %.3g",
-                scale == ColorScale::tile ? "colour: w / largest |w| of its tile" : "colour: w, one scale for every tile",
-                double(lo), double(hi));
+  std::snprintf(
+      caption, sizeof caption, "%s; W from %.3g to %.3g",
+      scale == ColorScale::tile ? "colour: w / largest |w| of its tile" : "colour: w, one scale for every tile",
+      double(lo), double(hi));
   const int width = std::max({bar_x + bar_w + 8 + labels_w + margin, margin + Canvas::text_width(caption) + margin,
                               margin + Canvas::text_width(title) + margin});
   Canvas c(width, header + side + footer, kWhite);
@@ -187,7 +189,8 @@ Canvas render_spatial_weights(const float* W, int grid, const std::string& title
   c.line(bar_x - 1, header + side, bar_x + bar_w, header + side, kFrame);
   c.line(bar_x - 1, header - 1, bar_x - 1, header + side, kFrame);
   c.line(bar_x + bar_w, header - 1, bar_x + bar_w, header + side, kFrame);
-  const std::pair<int, const char*> labels[] = {{header, top_label}, {header + side / 2, "0"}, {header + side - 1, bottom_label}};
+  const std::pair<int, const char*> labels[] = {
+      {header, top_label}, {header + side / 2, "0"}, {header + side - 1, bottom_label}};
   for (const auto& [y, label] : labels) {
     c.line(bar_x + bar_w, y, bar_x + bar_w + 4, y, kInk);
     c.text(bar_x + bar_w + 8, std::clamp(y - 7, header - 7, header + side - 7), label, kInk);
@@ -196,8 +199,7 @@ Canvas render_spatial_weights(const float* W, int grid, const std::string& title
   return c;
 }
 
-Canvas render_panels(const std::vector<Panel>& panels, const std::string& title, int columns,
-                     bool shared_axes) {
+Canvas render_panels(const std::vector<Panel>& panels, const std::string& title, int columns, bool shared_axes) {
   int side = 0;
   for (const Panel& p : panels) side = std::max(side, side_legend_width(p));
   const int pw = 520 + side, ph = 400, header = 30, n = std::max(1, int(panels.size()));
@@ -215,9 +217,8 @@ Canvas render_panels(const std::vector<Panel>& panels, const std::string& title,
 }
 
 Rgb palette(int i) {  // Tableau 10
-  static const Rgb colors[] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44},  {214, 39, 40},
-                               {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127},
-                               {188, 189, 34},  {23, 190, 207}};
+  static const Rgb colors[] = {{31, 119, 180}, {255, 127, 14},  {44, 160, 44},   {214, 39, 40},  {148, 103, 189},
+                               {140, 86, 75},  {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207}};
   return colors[((i % 10) + 10) % 10];
 }
 
@@ -247,8 +248,10 @@ Canvas render_training_curves(const std::vector<nlohmann::json>& rows, const std
     Curve a{name(s), {}, {}, s.color}, l{name(s), {}, {}, s.color};
     for (const auto& r : rows) {
       const double e = r.value("epoch", 0.0);
-      if (r.contains(s.acc_key) && r[s.acc_key].is_number()) a.x.push_back(e), a.y.push_back(100 * r[s.acc_key].get<double>());
-      if (r.contains(s.loss_key) && r[s.loss_key].is_number()) l.x.push_back(e), l.y.push_back(r[s.loss_key].get<double>());
+      if (r.contains(s.acc_key) && r[s.acc_key].is_number())
+        a.x.push_back(e), a.y.push_back(100 * r[s.acc_key].get<double>());
+      if (r.contains(s.loss_key) && r[s.loss_key].is_number())
+        l.x.push_back(e), l.y.push_back(r[s.loss_key].get<double>());
     }
     if (!a.x.empty()) acc.curves.push_back(std::move(a));
     if (!l.x.empty()) loss.curves.push_back(std::move(l));

@@ -19,8 +19,7 @@ enum class ColorScale { tile, shared };
 // and tiled in grid order: tile (i, j) shows which input tokens output token i·grid + j mixes.
 // A colour bar right of the tiles labels the diverging map's ends and 0: ±1 × a tile's largest
 // |w| (ColorScale::tile), or ±the matrix's largest |w| (shared); a caption gives W's range.
-Canvas render_spatial_weights(const float* W, int grid, const std::string& title,
-                              ColorScale scale = ColorScale::tile);
+Canvas render_spatial_weights(const float* W, int grid, const std::string& title, ColorScale scale = ColorScale::tile);
 
 // Round tick values covering [lo, hi]: steps of 1, 2 or 5 × 10^k, the smallest that gives at
 // most max_ticks (about five for the default), and whole numbers when `integer` (an axis of
