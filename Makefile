@@ -17,6 +17,7 @@
 #                  build-fuzz), then run each for FUZZ_SECONDS (default 60) over its corpus and
 #                  print runs, coverage and findings per harness
 #   make deps | deps-python | deps-bench   only the set-up (scripts/setup.sh)
+#   make format    apply .clang-format to every C++ file (make test checks it)
 #   make clean     remove the build folder
 #   make help      this list
 #
@@ -33,7 +34,7 @@ VENV_PYTHON := $(CURDIR)/.venv/bin/python
 # ccache, when installed, makes rebuilds after a checkout or a clean nearly free.
 CCACHE := $(if $(shell command -v ccache 2>/dev/null),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
-.PHONY: all help build demo test test-sanitize fuzz bench install clean deps deps-python deps-bench
+.PHONY: all help format build demo test test-sanitize fuzz bench install clean deps deps-python deps-bench
 
 all: build
 
@@ -108,6 +109,9 @@ bench-ops: deps $(BUILD)/CMakeCache.txt
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+format:
+	@scripts/format.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -3,8 +3,9 @@
 #   scripts/setup.sh                   build dependencies (Debian packages)
 #   scripts/setup.sh --python          also what the tests need: clang-14 with its libFuzzer,
 #                                      sanitizer and OpenMP runtimes (make test's fuzz smoke run,
-#                                      make fuzz), and the Python packages (torch, timm, onnx,
-#                                      ...: tests/requirements.txt) in the virtual environment .venv/
+#                                      make fuzz), clang-format-14 (make test's format check), and
+#                                      the Python packages (torch, timm, onnx, ...:
+#                                      tests/requirements.txt) in the virtual environment .venv/
 #   scripts/setup.sh --bench           also make bench's (ONNX Runtime, ...: bench/requirements.txt)
 #   scripts/setup.sh --text-baselines  only scikit-learn and numpy, for scripts/text_baselines.py
 #                                      (scripts/requirements.txt)
@@ -28,7 +29,7 @@ esac
 debs=(build-essential cmake pkg-config zlib1g-dev libpng-dev libjpeg62-turbo-dev libdnnl-dev nlohmann-json3-dev libcli11-dev
       libstb-dev libgtest-dev libbenchmark-dev dataset-fashion-mnist
       libsentencepiece-dev bible-kjv)
-case "$mode" in --python | --bench) debs+=(clang-14 libclang-rt-14-dev libomp-14-dev) ;; esac
+case "$mode" in --python | --bench) debs+=(clang-14 libclang-rt-14-dev libomp-14-dev clang-format-14) ;; esac
 # Debian's python3 makes a venv only with python3-venv (ensurepip); another python3 brings its own.
 if [ ${#reqs[@]} -gt 0 ] && ! "${PYTHON:-python3}" -c "import ensurepip, venv" 2>/dev/null; then
   debs+=(python3 python3-venv)
