@@ -428,6 +428,9 @@ then ok "train --config: the file's options, the command line's --epochs over th
 echo '{"nope": 1}' >"$WORK/badconfig.json"
 expect_error "config with an unknown option" 1 "badconfig.json': 'nope' is not an option of 'gmlp train'" -- \
   "$GMLP" train --config "$WORK/badconfig.json"
+printf '{"\\nope": 1}' >"$WORK/badconfig.json"  # a key with a newline: the message stays one line
+expect_error "config key with a control character" 1 "badconfig.json': \"\\\\nope\" is not an option of 'gmlp train'" -- \
+  "$GMLP" train --config "$WORK/badconfig.json"
 echo '{"epochs": ' >"$WORK/badconfig.json"
 expect_error "config that is not JSON" 1 "failed to read config '.*badconfig.json': not valid JSON" -- \
   "$GMLP" train --config "$WORK/badconfig.json"

@@ -27,6 +27,15 @@ bool given(const CLI::Option& opt, const std::vector<std::string>& args) {
   return false;
 }
 
+// A key as an error message shows it: 'epochs', or JSON-escaped ("\nope") when it holds a
+// control character, so that the message stays one line.
+std::string shown(const std::string& key) {
+  for (const char c : key)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      return nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return "'" + key + "'";
+}
+
 // One JSON value as the argument(s) of option `flag` (e.g. "--epochs").
 void append(std::vector<std::string>& out, const std::string& flag, const CLI::Option& opt, const nlohmann::json& v,
             const std::string& path, const std::string& key) {
@@ -40,7 +49,7 @@ void append(std::vector<std::string>& out, const std::string& flag, const CLI::O
   } else if (v.is_number() || v.is_boolean()) {
     out.insert(out.end(), {flag, v.dump()});
   } else {
-    fail("failed to read config '", path, "': '", key, "' is ", v.type_name(),
+    fail("failed to read config '", path, "': ", shown(key), " is ", v.type_name(),
          ", expected a number, a string, a boolean or an array of them");
   }
 }
@@ -92,7 +101,7 @@ std::vector<std::string> expand_config(const CLI::App& app, std::vector<std::str
     const std::string flag = "--" + key;
     const CLI::Option* opt = key == "config" ? nullptr : sub->get_option_no_throw(flag);
     if (!opt)
-      fail("failed to read config '", path, "': '", key, "' is not an option of 'gmlp ", sub->get_name(),
+      fail("failed to read config '", path, "': ", shown(key), " is not an option of 'gmlp ", sub->get_name(),
            "' (its options: gmlp ", sub->get_name(), " --help)");
     if (!given(*opt, command_line)) append(args, flag, *opt, value, path, key);
   }
