@@ -315,8 +315,6 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   if (opt.nsp && !opt.corpus.empty())
     fail("pretrain --nsp needs the KJV, whose split keeps chapters whole; '", opt.corpus,
          "' is split line by line, so its dev lines never follow one another");
-  if (opt.nsp_negatives != "book" && opt.nsp_negatives != "any")
-    fail("unknown --nsp-negatives '", opt.nsp_negatives, "': expected book or any");
   const bool any_book = opt.nsp_negatives == "any";
   if (!resume) validate_options(opt, false);  // a resumed run's, once read
   RunDir folder(opt.out_dir, "pretrain", run_start(resume, overwrite));
@@ -452,12 +450,6 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
 
 TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
   LmOptions opt = options;
-  if (!(opt.layer_decay > 0 && opt.layer_decay <= 1))
-    fail("invalid --layer-decay ", opt.layer_decay, ": expected a factor in (0, 1] (1: off)");
-  if (!(opt.drop_path >= 0 && opt.drop_path < 1))
-    fail("invalid --drop-path ", opt.drop_path, ": expected a rate in [0, 1)");
-  if (!(opt.mlm_weight >= 0 && std::isfinite(opt.mlm_weight)))
-    fail("invalid --mlm-weight ", opt.mlm_weight, ": expected a weight >= 0 (0: off)");
   if (!resume) validate_options(opt, true);  // a resumed run's, once read
   if (!resume && opt.init.empty()) fail("finetune needs --init, the pretrained checkpoint");
   // The folder first, so that one holding a run is refused before any work; a wrong --init

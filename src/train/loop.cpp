@@ -87,15 +87,16 @@ TrainResult run_loop(Task& task, const RunOptions& opt, const nlohmann::json& op
       const int64_t first = s * B;  // position of the step's first item in the epoch's order
       for (int b = 0; b < B; ++b) keys[size_t(b)] = item_key(opt.seed, epoch, first + b);
       std::fill_n(p.grads, p.size, 0.f);
-      StepStats stats, loss;  // loss: the micro-batches' mean losses, weighted 1/K as their gradients
+      StepStats stats;
+      double loss = 0;  // the micro-batches' mean losses, weighted 1/K as their gradients
       for (int k = 0; k < K; ++k) {
         const size_t at = size_t(k) * size_t(micro);
         Rng shared(keys[at] ^ 0x5DEECE66Dull);
         const StepStats r = task.step(order.data() + first + int64_t(at), keys.data() + at, micro, shared, grad_scale);
         stats.add(r);
-        loss.loss_sum += r.mean_loss() / K;
+        loss += r.mean_loss() / K;
       }
-      diverged.check(loss.loss_sum, step);
+      diverged.check(loss, step);
       lr = lr_schedule(step, total_steps, warmup_steps, opt.lr, opt.min_lr);
       optimizer_step(adamw, p.weights, p.grads, p.size, opt.clip_norm, lr);
       task.after_update();
