@@ -400,6 +400,35 @@ TEST(Tokenizer, RoundTripsVerses) {
   expect_error([&] { tok.decode({5, kTestVocab}); }, {"id 2000", "position 1"});
 }
 
+// A text of several 64 KiB chunks gives the ids of its words encoded one by one (pieces never
+// cross a space); a long run without a space is cut between characters.
+TEST(Tokenizer, LongTextIsEncodedInChunksWithTheSameIds) {
+  const Tokenizer& tok = trained().tok;
+  std::string text;
+  std::vector<int32_t> want;
+  for (size_t i = 0; text.size() < 3 * (size_t{1} << 16) + 1000; ++i) {
+    const std::string& verse = kjv()[i % kjv().size()].text;
+    size_t pos = 0;
+    while (pos < verse.size()) {
+      size_t end = verse.find(' ', pos);
+      if (end == std::string::npos) end = verse.size();
+      if (end > pos) {
+        const auto ids = tok.encode(verse.substr(pos, end - pos));
+        want.insert(want.end(), ids.begin(), ids.end());
+        text.append(verse, pos, end - pos).push_back(' ');
+      }
+      pos = end + 1;
+    }
+  }
+  EXPECT_EQ(tok.encode(text), want);
+  // A 200,000-byte run without a space is cut into four chunks, each its own word.
+  const std::string run(200'000, 'a');
+  std::string decoded = tok.decode(tok.encode(run));
+  EXPECT_EQ(std::count(decoded.begin(), decoded.end(), ' '), 3);
+  decoded.erase(std::remove(decoded.begin(), decoded.end(), ' '), decoded.end());
+  EXPECT_EQ(decoded, run);
+}
+
 TEST(Tokenizer, LoadedModelGivesIdenticalIds) {
   const auto& t = trained();
   const Tokenizer loaded = Tokenizer::load(t.prefix + ".model");

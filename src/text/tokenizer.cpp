@@ -19,6 +19,7 @@ namespace gmlp::text {
 namespace {
 
 constexpr size_t kMaxModelBytes = size_t{1} << 30;
+constexpr size_t kEncodeChunk = size_t{1} << 16;
 
 // One line: SentencePiece's status messages may hold newlines.
 std::string one_line(std::string s) {
@@ -253,11 +254,35 @@ Tokenizer Tokenizer::from_serialized(std::string_view bytes, const std::string& 
   return Tokenizer(std::move(sp));
 }
 
+namespace {
+
+// Where a text longer than kEncodeChunk bytes is cut: after the last space within the chunk, or,
+// in a chunk without one, at the last UTF-8 character boundary.
+size_t chunk_end(std::string_view text) {
+  if (text.size() <= kEncodeChunk) return text.size();
+  const size_t space = text.rfind(' ', kEncodeChunk - 1);
+  if (space != std::string_view::npos && space > 0) return space + 1;
+  size_t end = kEncodeChunk;
+  while (end > 1 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return end;
+}
+
+}  // namespace
+
+// SentencePiece builds a lattice over the whole text it is given, so a long line is encoded a
+// chunk at a time: pieces never cross a space (split_by_whitespace), so cutting after one gives
+// the same ids as the whole text would, in memory bounded by the chunk.
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> out;
   std::vector<int> ids;
-  const auto status = sp_->Encode(text, &ids);
-  if (!status.ok()) fail("failed to tokenize a text: SentencePiece: ", one_line(status.ToString()));
-  return std::vector<int32_t>(ids.begin(), ids.end());
+  while (!text.empty()) {
+    const size_t end = chunk_end(text);
+    const auto status = sp_->Encode(text.substr(0, end), &ids);
+    if (!status.ok()) fail("failed to tokenize a text: SentencePiece: ", one_line(status.ToString()));
+    out.insert(out.end(), ids.begin(), ids.end());
+    text.remove_prefix(end);
+  }
+  return out;
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {

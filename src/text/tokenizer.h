@@ -42,7 +42,9 @@ class Tokenizer {
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
-  // Token ids of `text` (never a reserved id other than [UNK]).
+  // Token ids of `text` (never a reserved id other than [UNK]). A long text is encoded 64 KiB at
+  // a time, cut after a space, which gives the ids of the whole text in bounded memory (a run of
+  // 64 KiB without a space is cut between two characters).
   std::vector<int32_t> encode(std::string_view text) const;
   // The text of `ids`; reserved ids other than [UNK] are dropped. Throws on an id out of range.
   std::string decode(const std::vector<int32_t>& ids) const;
