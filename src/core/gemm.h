@@ -1,0 +1,25 @@
+// gmlp's own single-precision matrix product, C = op(A)·op(B) (+ C), for the CPUs it runs on:
+// AVX2 + FMA and AVX-512 kernels picked at run time. It packs the operands into buffers that
+// each thread keeps between calls, so once the shapes of a training step have been seen it
+// allocates nothing, and inside a parallel region it runs on the calling thread alone (no nested
+// team). Every element's sum runs over k in order, in the same blocks whatever the thread count,
+// so the result does not depend on the number of threads.
+#pragma once
+
+#include <cstdint>
+
+namespace gmlp::gemm {
+
+// Whether this CPU has a kernel (AVX2 with FMA, or AVX-512); without one sgemm must not be called.
+bool available();
+// The kernel sgemm runs here: "avx512", "avx2" or "none".
+const char* kernel_name();
+
+// Row-major: op(A) is M×K (A stored K×M when trans_a), op(B) is K×N (B stored N×K when trans_b),
+// C is M×N; lda, ldb, ldc are the stored row strides. accumulate: C += op(A)·op(B), else
+// C = op(A)·op(B) (C is never read, so it may hold anything). Runs on the threads of the calling
+// context (omp_get_max_threads()), on one inside a parallel region.
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+           int64_t ldb, bool accumulate, float* C, int64_t ldc);
+
+}  // namespace gmlp::gemm

@@ -1,0 +1,44 @@
+// The micro-kernel of gemm.cpp, written once over a vector type and compiled per instruction set
+// (gemm_avx2.cpp, gemm_avx512.cpp, each with its own target flags): an MR × NR tile of C, NR = two
+// vectors, from an A panel packed as a[k·MR + i] and a B panel packed as b[k·NR + j].
+#pragma once
+
+#include <cstdint>
+
+namespace gmlp::gemm {
+
+inline constexpr int kMR = 6;  // rows of a tile: 6 × 2 accumulators, 2 B vectors, 1 broadcast
+
+// A full tile: C[i][j] (+)= Σ_k a[k·MR + i] · b[k·NR + j] for i < MR, j < NR.
+using Kernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+
+template <class V>
+inline void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
+  constexpr int W = V::width;
+  typename V::type s[kMR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < kMR; ++i) s[i][0] = V::zero(), s[i][1] = V::zero();
+  for (int64_t k = 0; k < kc; ++k) {
+    const typename V::type b0 = V::load(b + k * 2 * W), b1 = V::load(b + k * 2 * W + W);
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) {
+      const typename V::type ai = V::broadcast(a + k * kMR + i);
+      s[i][0] = V::fma(ai, b0, s[i][0]);
+      s[i][1] = V::fma(ai, b1, s[i][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < kMR; ++i) {
+    float* row = c + i * ldc;
+    if (accumulate) s[i][0] = V::add(s[i][0], V::load(row)), s[i][1] = V::add(s[i][1], V::load(row + W));
+    V::store(row, s[i][0]);
+    V::store(row + W, s[i][1]);
+  }
+}
+
+// The kernels of gemm_avx2.cpp and gemm_avx512.cpp, and their tile widths NR.
+void tile_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+void tile_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+inline constexpr int kNRAvx2 = 16, kNRAvx512 = 32;
+
+}  // namespace gmlp::gemm
