@@ -32,7 +32,7 @@ const std::vector<std::string> kKinds = {
 
 ModelConfig with_kind(ModelConfig c, const std::string& kind) {
   const size_t colon = kind.find(':');
-  c.model = kind.substr(0, colon);
+  c.model = parse_model_kind(kind.substr(0, colon), Domain::vision);
   if (colon != std::string::npos) c.gate = kind.substr(colon + 1);
   return c;
 }
@@ -49,7 +49,7 @@ ModelConfig tiny_config(const std::string& kind = "gmlp") {
   c.img_size = 8, c.in_chans = 2, c.patch_size = 2, c.depth = 2, c.dim = 6, c.ffn = 10, c.num_classes = 5, c.heads = 2,
   c.token_ffn = 5, c.memory = 4, c.attn_dim = 3;
   c = with_kind(c, kind);
-  if (c.model == "cnn") c.dim = 3, c.depth = 1;  // widths 3/6/12: few parameters to perturb
+  if (c.model == ModelKind::cnn) c.dim = 3, c.depth = 1;  // widths 3/6/12: few parameters to perturb
   return c;
 }
 
@@ -220,7 +220,7 @@ ModelConfig small_config(const std::string& kind = "gmlp") {  // big enough for 
   ModelConfig c;
   c.depth = 2, c.dim = 64, c.ffn = 192, c.token_ffn = 32, c.attn_dim = 16;
   c = with_kind(c, kind);
-  if (c.model == "cnn") c.dim = 16;  // widths 16/32/64 at 28×28: already plenty to split
+  if (c.model == ModelKind::cnn) c.dim = 16;  // widths 16/32/64 at 28×28: already plenty to split
   return c;
 }
 

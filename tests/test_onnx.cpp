@@ -55,12 +55,12 @@ TEST(OnnxWriter, LengthsOver127TakeTwoBytes) {
             std::string::npos);
 }
 
-ModelConfig tiny(const std::string& kind, const std::string& gate) {
+ModelConfig tiny(ModelKind kind, const std::string& gate) {
   ModelConfig c;
   c.model = kind, c.gate = gate;
   c.img_size = 8, c.in_chans = 2, c.patch_size = 2, c.depth = 2, c.dim = 8, c.ffn = 12, c.num_classes = 3, c.heads = 2,
   c.token_ffn = 5, c.memory = 4, c.attn_dim = 4;
-  if (kind == "cnn") c.dim = 2, c.depth = 1;
+  if (kind == ModelKind::cnn) c.dim = 2, c.depth = 1;
   return c;
 }
 
@@ -83,10 +83,10 @@ void expect_initializers_are_params(const onnx::Model& m, const std::vector<Para
 // Every kind of the kinds table (and every gate) exports with every parameter in its graph:
 // a kind added to the table without its nodes fails here.
 TEST(OnnxExport, EveryImageKindUsesEveryParameter) {
-  for (const std::string& kind : kModelKinds)
+  for (const ModelKind kind : model_kinds(Domain::vision))
     for (const std::string& gate : kGateKinds) {
-      if (gate != "split" && kind != "gmlp" && kind != "amlp") continue;
-      SCOPED_TRACE(kind + ":" + gate);
+      if (gate != "split" && !model_kind_info(kind).gated) continue;
+      SCOPED_TRACE(model_kind_name(kind) + (":" + gate));
       auto model = make_model<float>(tiny(kind, gate));
       Rng rng(3);
       model->init(rng);
@@ -101,9 +101,9 @@ TEST(OnnxExport, EveryImageKindUsesEveryParameter) {
 }
 
 TEST(OnnxExport, EveryTextKindUsesEveryParameterOfItsHead) {
-  for (const std::string& kind : kTextModelKinds)
+  for (const ModelKind kind : model_kinds(Domain::text))
     for (const TextHead head : {TextHead::mlm, TextHead::classifier}) {
-      SCOPED_TRACE(kind + (head == TextHead::mlm ? " mlm" : " classifier"));
+      SCOPED_TRACE(model_kind_name(kind) + std::string(head == TextHead::mlm ? " mlm" : " classifier"));
       TextConfig c;
       c.model = kind, c.vocab_size = 11, c.seq_len = 6, c.depth = 1, c.dim = 8, c.ffn = 12, c.heads = 2;
       c.attn_dim = 4, c.rel_buckets = 4, c.rel_max_distance = 8, c.num_classes = 2, c.segments = true;
@@ -121,7 +121,7 @@ TEST(OnnxExport, EveryTextKindUsesEveryParameterOfItsHead) {
 }
 
 TEST(OnnxExport, RefusesWhatItCannotWrite) {
-  auto model = make_model<float>(tiny("gmlp", "split"));
+  auto model = make_model<float>(tiny(ModelKind::gmlp, "split"));
   test::expect_error([&] { to_onnx(*model, kMinOpset - 1); }, {"--opset 16", "17 to 25"});
   test::expect_error([&] { to_onnx(*model, kMaxOpset + 1); }, {"--opset 26"});
   TextConfig c;

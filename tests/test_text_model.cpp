@@ -31,7 +31,7 @@ const std::vector<std::string> kTextKinds = {"gmlp", "amlp", "bert", "bert_rel",
 void set_kind(TextConfig& c, const std::string& kind) {
   const std::string seg = "_seg";
   c.segments = kind.size() > seg.size() && kind.compare(kind.size() - seg.size(), seg.size(), seg) == 0;
-  c.model = c.segments ? kind.substr(0, kind.size() - seg.size()) : kind;
+  c.model = parse_model_kind(c.segments ? kind.substr(0, kind.size() - seg.size()) : kind, Domain::text);
 }
 
 TextConfig tiny_text(const std::string& kind) {

@@ -37,6 +37,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // --- training options ----------------------------------------------------------------------
 
 // Each edit makes one option bad; the error names its flag and what it expected.
+// A broken internal invariant is not a user's mistake: GMLP_CHECK throws InternalError, which a
+// handler of gmlp::Error (or of std::runtime_error, as the public API documents) does not catch.
+TEST(Validation, InternalChecksAreNotUserErrors) {
+  auto broken = [] { GMLP_CHECK(1 + 1 == 3); };
+  EXPECT_THROW(broken(), InternalError);
+  try {
+    broken();
+  } catch (const Error&) {
+    ADD_FAILURE() << "an internal check was caught as a user's error";
+  } catch (const std::runtime_error&) {
+    ADD_FAILURE() << "an internal check was caught as std::runtime_error";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("check failed: 1 + 1 == 3"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Validation, ImageTrainingOptionsOutOfRangeNameTheirFlag) {
   validate_options(TrainOptions{});  // the defaults pass
   struct Case {
@@ -140,7 +156,7 @@ TEST(Validation, DivergenceGuardStopsNonFiniteAndExplodingLosses) {
 // --- model sizes from the parameter table ----------------------------------------------------
 
 TEST(Validation, ParamTableMatchesTheAllocatedModel) {
-  for (const char* kind : {"gmlp", "amlp", "vit", "mixer", "resmlp", "ffonly", "eamlp", "cnn"}) {
+  for (const ModelKind kind : model_kinds(Domain::vision)) {
     ModelConfig c;
     c.model = kind, c.img_size = 8, c.patch_size = 2, c.depth = 2, c.dim = 8, c.ffn = 16, c.heads = 2;
     const auto model = make_model<float>(c);
@@ -152,7 +168,7 @@ TEST(Validation, ParamTableMatchesTheAllocatedModel) {
     }
   }
   TextConfig t;
-  t.model = "bert_rel", t.vocab_size = 20, t.seq_len = 8, t.depth = 1, t.dim = 8, t.ffn = 16, t.heads = 2;
+  t.model = ModelKind::bert_rel, t.vocab_size = 20, t.seq_len = 8, t.depth = 1, t.dim = 8, t.ffn = 16, t.heads = 2;
   EXPECT_EQ(param_table(t).size(), TextModel<float>(t).params().size());
 }
 

@@ -190,7 +190,7 @@ void add_compare(CLI::App& app) {
       }
       Row r;
       r.label = job.label;
-      r.model = job.config.model;
+      r.model = model_kind_name(job.config.model);
       // The trained model, whose head follows the data's classes.
       const auto model = load_checkpoint((fs::path(job.options.out_dir) / "checkpoint.safetensors").string()).model;
       r.params = model->num_trainable();

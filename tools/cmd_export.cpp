@@ -74,7 +74,8 @@ void add_export(CLI::App& app) {
                     {"head", head == TextHead::mlm ? "mlm" : "classifier"},
                     {"tokenizer", base64_encode(ck.tokenizer->serialized())}};
       if (finetuned) m.metadata.push_back({"task", ck.metadata.at("task")});
-      what = ck.config.model + " text model, " + (head == TextHead::mlm ? "masked-language head" : "classifier head");
+      what = std::string(model_kind_name(ck.config.model)) + " text model, " +
+             (head == TextHead::mlm ? "masked-language head" : "classifier head");
     } else {
       if (args->head != "auto")
         fail("--head ", args->head, " is for text models, but '", args->checkpoint, "' is ", described);
@@ -84,7 +85,7 @@ void add_export(CLI::App& app) {
                     {"mean", nlohmann::json(ck.norm.mean).dump()},
                     {"std", nlohmann::json(ck.norm.std).dump()}};
       if (!ck.class_names.empty()) m.metadata.push_back({"classes", nlohmann::json(ck.class_names).dump()});
-      what = ck.config.model + " image classifier";
+      what = std::string(model_kind_name(ck.config.model)) + " image classifier";
     }
     m.doc = what + ", exported from '" + args->checkpoint + "' by gmlp export";  // "vit image classifier, ..."
     const std::string bytes = onnx::serialize(m);

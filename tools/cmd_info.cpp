@@ -164,7 +164,7 @@ void print_text_info(const TextConfig& cfg, const std::map<std::string, std::str
     std::printf("%s\n", j.dump().c_str());
     return;
   }
-  std::printf("model            %s (text), vocabulary %d, %d tokens, %s\n", cfg.model.c_str(), cfg.vocab_size,
+  std::printf("model            %s (text), vocabulary %d, %d tokens, %s\n", model_kind_name(cfg.model), cfg.vocab_size,
               cfg.seq_len, cfg.num_classes > 0 ? (std::to_string(cfg.num_classes) + " classes").c_str() : "MLM head");
   std::printf("config           %s\n", cfg.to_json().dump().c_str());
   std::printf("params           %ld\n", long(model.num_trainable()));
@@ -239,10 +239,10 @@ void add_info(CLI::App& app) {
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    std::printf("model            %s, %d×%d×%d input, %d classes\n", cfg.model.c_str(), cfg.in_chans, cfg.img_size,
-                cfg.img_size, cfg.num_classes);
+    std::printf("model            %s, %d×%d×%d input, %d classes\n", model_kind_name(cfg.model), cfg.in_chans,
+                cfg.img_size, cfg.img_size, cfg.num_classes);
     std::printf("config           %s\n", cfg.to_json().dump().c_str());
-    if (cfg.model != "cnn") std::printf("tokens           %d\n", cfg.tokens());
+    if (model_kind_info(cfg.model).patches) std::printf("tokens           %d\n", cfg.tokens());
     std::printf("params           %ld\n", long(model.num_trainable()));
     if (model.num_params() > model.num_trainable())
       std::printf("buffers          %ld (BatchNorm running statistics)\n",

@@ -49,13 +49,18 @@ void add_viz(CLI::App& app) {
     if (!args->checkpoint.empty()) {
       ck = load_checkpoint(args->checkpoint);
       const ModelConfig& cfg = ck.config;
-      if (cfg.model == "resmlp")
-        matrix = ".linear_tokens.weight";
-      else if (cfg.model == "gmlp" || cfg.model == "amlp")
-        matrix = ".mlp_channels.gate.proj.weight";
-      else
-        fail("checkpoint '", args->checkpoint, "' is a ", cfg.model,
-             ", which has no N×N spatial matrix to draw (gmlp, amlp and resmlp have one)");
+      if (const char* spatial = model_kind_info(cfg.model).spatial_matrix) {
+        matrix = spatial;
+      } else {
+        std::vector<std::string> kinds;  // those that have one
+        for (const ModelKindInfo& row : kModelKindTable)
+          if (row.spatial_matrix) kinds.push_back(row.name);
+        std::string with;  // "gmlp, amlp and resmlp"
+        for (size_t i = 0; i < kinds.size(); ++i)
+          with += (i == 0 ? "" : i + 1 < kinds.size() ? ", " : " and ") + kinds[i];
+        fail("checkpoint '", args->checkpoint, "' is a ", cfg.model, ", which has no N×N spatial matrix to draw (",
+             with, " have one)");
+      }
       if (blocks.empty()) blocks = {0, cfg.depth / 2, cfg.depth - 1};
       blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
       for (int b : blocks)

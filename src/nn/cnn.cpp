@@ -188,7 +188,7 @@ template <class T>
 Cnn<T>::Cnn(const ModelConfig& config, Storage storage) : Model<T>(config) {
   const ModelConfig& c = cfg_;
   c.validate();
-  GMLP_CHECK(c.model == "cnn");
+  GMLP_CHECK(c.model == ModelKind::cnn);
   ParamTable& t = this->table_;
   const int64_t D = c.dim;
   int64_t S = c.img_size;

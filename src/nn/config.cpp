@@ -7,7 +7,6 @@
 
 namespace gmlp {
 
-const std::vector<std::string> kModelKinds = {"gmlp", "amlp", "vit", "mixer", "resmlp", "ffonly", "eamlp", "cnn"};
 const std::vector<std::string> kGateKinds = {"split", "multiplicative", "additive", "linear"};
 
 namespace {
@@ -25,8 +24,8 @@ void ModelConfig::validate() const {
   auto need = [](bool ok, const char* what, auto got) {
     if (!ok) fail("invalid model config: ", what, " (got ", got, ")");
   };
-  if (!one_of(model, kModelKinds))
-    fail("invalid model config: model must be one of ", joined(kModelKinds), " (got '", model, "')");
+  const ModelKindInfo& kind = model_kind_info(model);
+  if (!kind.vision) parse_model_kind(kind.name, Domain::vision);  // throws, naming the vision kinds
   need(img_size > 0 && img_size <= 4096, "img_size must be in 1..4096", img_size);
   need(in_chans > 0 && in_chans <= 64, "in_chans must be in 1..64", in_chans);
   need(depth > 0 && depth <= 1000, "depth must be in 1..1000", depth);
@@ -37,20 +36,19 @@ void ModelConfig::validate() const {
   need(gate_eps > 0 && gate_eps <= 1, "gate_eps must be in (0, 1]", gate_eps);
   need(std::isfinite(init_scale) && std::abs(init_scale) <= 1e3, "init_scale must be finite, at most 1000 in size",
        init_scale);
-  if (model == "cnn") return;
+  if (!kind.patches) return;
   need(patch_size > 0 && img_size % patch_size == 0, "patch_size must divide img_size", patch_size);
   need(tokens() <= 65536, "the patch grid must have at most 65536 tokens", tokens());
   need(ffn > 0 && ffn <= 262144, "ffn must be in 1..262144", ffn);
-  if (model == "gmlp" || model == "amlp") {
+  if (kind.gated) {
     if (!one_of(gate, kGateKinds))
       fail("invalid model config: gate must be one of ", joined(kGateKinds), " (got '", gate, "')");
     need(!split_gate() || ffn % 2 == 0, "ffn must be even for the split gate", ffn);
   }
-  if (model == "amlp") need(attn_dim > 0 && attn_dim <= 4096, "attn_dim must be in 1..4096", attn_dim);
-  if (model == "vit" || model == "eamlp") need(heads > 0 && dim % heads == 0, "heads must divide dim", heads);
-  if (model == "mixer" || model == "ffonly")
-    need(token_ffn > 0 && token_ffn <= 65536, "token_ffn must be in 1..65536", token_ffn);
-  if (model == "eamlp") need(memory > 0 && memory <= 65536, "memory must be in 1..65536", memory);
+  if (kind.tiny_attention) need(attn_dim > 0 && attn_dim <= 4096, "attn_dim must be in 1..4096", attn_dim);
+  if (kind.heads) need(heads > 0 && dim % heads == 0, "heads must divide dim", heads);
+  if (kind.token_mlp) need(token_ffn > 0 && token_ffn <= 65536, "token_ffn must be in 1..65536", token_ffn);
+  if (kind.memory) need(memory > 0 && memory <= 65536, "memory must be in 1..65536", memory);
 }
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, model, img_size, in_chans, patch_size, depth, dim, ffn,
@@ -59,7 +57,12 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, model, img_size, in
 
 nlohmann::json ModelConfig::to_json() const { return *this; }
 
-ModelConfig ModelConfig::from_json(const nlohmann::json& j) { return j.get<ModelConfig>(); }
+ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
+  // The model's name first, so that an unknown one is answered with the vision kinds.
+  if (const auto it = j.find("model"); it != j.end() && it->is_string())
+    parse_model_kind(it->get<std::string>(), Domain::vision);
+  return j.get<ModelConfig>();
+}
 
 const std::vector<Preset>& presets() {
   auto vision = [](int depth, int dim, int ffn, float drop_path) {
@@ -69,7 +72,7 @@ const std::vector<Preset>& presets() {
     return c;
   };
   // 28×28 gray, 4×4 patches → 7×7 = 49 tokens.
-  auto fmnist = [](const char* model, int depth, int dim, int ffn) {
+  auto fmnist = [](ModelKind model, int depth, int dim, int ffn) {
     ModelConfig c;
     c.model = model, c.depth = depth, c.dim = dim, c.ffn = ffn;
     return c;
@@ -97,26 +100,27 @@ const std::vector<Preset>& presets() {
        "gMLP-B/16 (paper Table 1): 224 px, 30 blocks, d=512, e=3072",
        vision(30, 512, 3072, 0.2f),
        {300, 1024, 1e-3f, 0.05f}},
-      {"fmnist-ti", "gMLP, 28×28 gray, patch 4, 4 blocks, d=64, e=256 (0.1M params)", fmnist("gmlp", 4, 64, 256),
-       small},
-      {"fmnist-s", "gMLP, 28×28 gray, patch 4, 6 blocks, d=128, e=512 (0.6M params)", fmnist("gmlp", 6, 128, 512),
-       small},
+      {"fmnist-ti", "gMLP, 28×28 gray, patch 4, 4 blocks, d=64, e=256 (0.1M params)",
+       fmnist(ModelKind::gmlp, 4, 64, 256), small},
+      {"fmnist-s", "gMLP, 28×28 gray, patch 4, 6 blocks, d=128, e=512 (0.6M params)",
+       fmnist(ModelKind::gmlp, 6, 128, 512), small},
       // The comparison at about 1M parameters (gmlp compare; README).
-      {"fmnist-gmlp", "gMLP, patch 4, 8 blocks, d=128, e=768 (1.2M params)", fmnist("gmlp", 8, 128, 768), small},
-      {"fmnist-amlp", "aMLP, patch 4, 8 blocks, d=128, e=512, tiny attention 64 (1.2M params)",
-       fmnist("amlp", 8, 128, 512), small},
-      {"fmnist-vit", "ViT/DeiT, patch 4, 6 blocks, d=128, 4 heads, MLP 512, class token (1.2M params)",
-       fmnist("vit", 6, 128, 512), small},
-      {"fmnist-mixer", "MLP-Mixer, patch 4, 8 blocks, d=128, token MLP 64, channel MLP 512 (1.1M params)",
-       with(fmnist("mixer", 8, 128, 512), [](ModelConfig& c) { c.token_ffn = 64; }), small},
-      {"fmnist-resmlp", "ResMLP, patch 4, 8 blocks, d=128, MLP 512, layer scale 0.1 (1.1M params)",
-       fmnist("resmlp", 8, 128, 512), small},
-      {"fmnist-ffonly", "feed-forward only, patch 4, 8 blocks, d=128, MLP 512, token MLP 64 (1.1M params)",
-       with(fmnist("ffonly", 8, 128, 512), [](ModelConfig& c) { c.token_ffn = 64; }), small},
-      {"fmnist-eamlp", "external attention, patch 4, 6 blocks, d=128, 4 heads, memory 64, MLP 512 (1.0M params)",
-       fmnist("eamlp", 6, 128, 512), small},
-      {"fmnist-cnn", "residual CNN, widths 40/80/160, 2 basic blocks per stage (1.1M params)", fmnist("cnn", 2, 40, 0),
+      {"fmnist-gmlp", "gMLP, patch 4, 8 blocks, d=128, e=768 (1.2M params)", fmnist(ModelKind::gmlp, 8, 128, 768),
        small},
+      {"fmnist-amlp", "aMLP, patch 4, 8 blocks, d=128, e=512, tiny attention 64 (1.2M params)",
+       fmnist(ModelKind::amlp, 8, 128, 512), small},
+      {"fmnist-vit", "ViT/DeiT, patch 4, 6 blocks, d=128, 4 heads, MLP 512, class token (1.2M params)",
+       fmnist(ModelKind::vit, 6, 128, 512), small},
+      {"fmnist-mixer", "MLP-Mixer, patch 4, 8 blocks, d=128, token MLP 64, channel MLP 512 (1.1M params)",
+       with(fmnist(ModelKind::mixer, 8, 128, 512), [](ModelConfig& c) { c.token_ffn = 64; }), small},
+      {"fmnist-resmlp", "ResMLP, patch 4, 8 blocks, d=128, MLP 512, layer scale 0.1 (1.1M params)",
+       fmnist(ModelKind::resmlp, 8, 128, 512), small},
+      {"fmnist-ffonly", "feed-forward only, patch 4, 8 blocks, d=128, MLP 512, token MLP 64 (1.1M params)",
+       with(fmnist(ModelKind::ffonly, 8, 128, 512), [](ModelConfig& c) { c.token_ffn = 64; }), small},
+      {"fmnist-eamlp", "external attention, patch 4, 6 blocks, d=128, 4 heads, memory 64, MLP 512 (1.0M params)",
+       fmnist(ModelKind::eamlp, 6, 128, 512), small},
+      {"fmnist-cnn", "residual CNN, widths 40/80/160, 2 basic blocks per stage (1.1M params)",
+       fmnist(ModelKind::cnn, 2, 40, 0), small},
       {"cifar-s",
        "gMLP, 32×32 RGB, patch 4, 6 blocks, d=128, e=512 (0.6M params; CIFAR-sized)",
        cifar(6, 128, 512),

@@ -1,46 +1,39 @@
 // The hyper-parameters of every vision model (one struct, one JSON object in checkpoints), and
 // the presets. Glossary used across the code: B batch, N tokens, D model width, F expanded width
 // (d_ffn), H gate width, K classes, L blocks, C image channels, S image side, P patch side.
-//
-// model        what it is (timm class where timm has one)
-//   gmlp       gMLP (Liu et al. 2021): LN → fc1 → GELU → spatial gating unit → fc2
-//   amlp       gMLP plus a tiny single-head attention (width attn_dim) added inside the gate
-//   vit        ViT/DeiT (timm VisionTransformer): class token, learned positions, MHSA + MLP
-//   mixer      MLP-Mixer (timm MlpMixer): token MLP + channel MLP
-//   resmlp     ResMLP (timm ResMLP): Affine norms, linear token mixing, layer scale
-//   ffonly     feed-forward only (Melas-Kyriazi 2021): channel MLP, then an MLP over tokens
-//   eamlp      external attention (Guo et al. 2021): two linear memories, double normalisation
-//   cnn        a small residual CNN (ResNet basic blocks, BatchNorm), the reference MLPs chase
+// The kinds of model, what each is and which fields it reads: nn/model_kind.h.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "nn/model_kind.h"
+
 namespace gmlp {
 
 struct ModelConfig {
-  std::string model = "gmlp";
-  int img_size = 28;           // S
-  int in_chans = 1;            // C
-  int patch_size = 4;          // P (token models)
-  int depth = 6;               // L: blocks (cnn: basic blocks per stage, three stages)
-  int dim = 128;               // D (cnn: the first stage's width; then 2D, 4D)
-  int ffn = 512;               // F: gMLP's d_ffn; the channel MLP's hidden width elsewhere
-  int num_classes = 10;        // K
-  double drop_path = 0;        // stochastic depth: rate of the last block, linear in depth from 0
-  double ln_eps = 1e-6;        // block and final LayerNorm (timm partial(LayerNorm, eps=1e-6))
-  double gate_eps = 1e-5;      // the SGU's LayerNorm (torch default)
-  std::string gate = "split";  // gmlp/amlp gating s(Z): split, multiplicative, additive, linear
-  int attn_dim = 64;           // amlp: width of the tiny attention
-  int heads = 4;               // vit, eamlp: attention heads
-  int token_ffn = 64;          // mixer, ffonly: hidden width of the MLP across tokens
-  int memory = 64;             // eamlp: memory units per head
-  double init_scale = 0.1;     // resmlp: layer-scale initial value
+  ModelKind model = ModelKind::gmlp;  // a vision kind (JSON: its name)
+  int img_size = 28;                  // S
+  int in_chans = 1;                   // C
+  int patch_size = 4;                 // P (token models)
+  int depth = 6;                      // L: blocks (cnn: basic blocks per stage, three stages)
+  int dim = 128;                      // D (cnn: the first stage's width; then 2D, 4D)
+  int ffn = 512;                      // F: gMLP's d_ffn; the channel MLP's hidden width elsewhere
+  int num_classes = 10;               // K
+  double drop_path = 0;               // stochastic depth: rate of the last block, linear in depth from 0
+  double ln_eps = 1e-6;               // block and final LayerNorm (timm partial(LayerNorm, eps=1e-6))
+  double gate_eps = 1e-5;             // the SGU's LayerNorm (torch default)
+  std::string gate = "split";         // gmlp/amlp gating s(Z): split, multiplicative, additive, linear
+  int attn_dim = 64;                  // amlp: width of the tiny attention
+  int heads = 4;                      // vit, eamlp: attention heads
+  int token_ffn = 64;                 // mixer, ffonly: hidden width of the MLP across tokens
+  int memory = 64;                    // eamlp: memory units per head
+  double init_scale = 0.1;            // resmlp: layer-scale initial value
 
   int grid() const { return img_size / patch_size; }
   int patches() const { return grid() * grid(); }
-  bool has_class_token() const { return model == "vit" || model == "ffonly" || model == "eamlp"; }
+  bool has_class_token() const { return model_kind_info(model).class_token; }
   int tokens() const { return patches() + (has_class_token() ? 1 : 0); }
   bool split_gate() const { return gate == "split"; }
   int gate_width() const { return split_gate() ? ffn / 2 : ffn; }  // H: the gate's output
@@ -52,7 +45,6 @@ struct ModelConfig {
   static ModelConfig from_json(const nlohmann::json& j);  // missing keys keep their defaults
 };
 
-extern const std::vector<std::string> kModelKinds;
 extern const std::vector<std::string> kGateKinds;
 
 // Training defaults that go with a preset (the CLI's flags override them).

@@ -196,13 +196,13 @@ const T* Model<T>::infer(const T* images, int64_t B, int64_t chunk_bytes) {
 template <class T>
 std::unique_ptr<Model<T>> make_model(const ModelConfig& config) {
   config.validate();
-  if (config.model == "cnn") return std::make_unique<Cnn<T>>(config);
+  if (!model_kind_info(config.model).patches) return std::make_unique<Cnn<T>>(config);
   return std::make_unique<TokenModel<T>>(config);
 }
 
 std::vector<ParamInfo> param_table(const ModelConfig& config) {
   config.validate();
-  if (config.model == "cnn") return Cnn<float>(config, Storage::table_only).params();
+  if (!model_kind_info(config.model).patches) return Cnn<float>(config, Storage::table_only).params();
   return TokenModel<float>(config, Storage::table_only).params();
 }
 

@@ -223,7 +223,7 @@ onnx::Model to_onnx(const Model<float>& model, int opset) {
           "per channel (metadata 'mean', 'std')");
   const std::string logits = model.emit(g, "images");
   g.output(logits, "logits", {-1, c.num_classes}, "class logits (batch, classes)");
-  return wrap(g.finish(c.model), opset);
+  return wrap(g.finish(model_kind_name(c.model)), opset);
 }
 
 onnx::Model to_onnx(const TextModel<float>& model, TextHead head, int opset) {
@@ -244,7 +244,7 @@ onnx::Model to_onnx(const TextModel<float>& model, TextHead head, int opset) {
   std::vector<std::string> unused;  // the other head's own parameters
   if (head == TextHead::mlm && c.num_classes > 0) unused = {"cls_head.weight", "cls_head.bias"};
   if (head == TextHead::classifier) unused = {"mlm_bias"};
-  return wrap(g.finish("text_" + c.model, unused), opset);
+  return wrap(g.finish(std::string("text_") + model_kind_name(c.model), unused), opset);
 }
 
 }  // namespace gmlp

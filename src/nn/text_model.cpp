@@ -18,14 +18,12 @@
 
 namespace gmlp {
 
-const std::vector<std::string> kTextModelKinds = {"gmlp", "amlp", "bert", "bert_rel"};
-
 void TextConfig::validate() const {
   auto need = [](bool ok, const char* what, auto got) {
     if (!ok) fail("invalid text model config: ", what, " (got ", got, ")");
   };
-  need(std::find(kTextModelKinds.begin(), kTextModelKinds.end(), model) != kTextModelKinds.end(),
-       "model must be gmlp, amlp, bert or bert_rel", model);
+  const ModelKindInfo& kind = model_kind_info(model);
+  if (!kind.text) parse_model_kind(kind.name, Domain::text);  // throws, naming the text kinds
   need(vocab_size > 5 && vocab_size <= 1000000, "vocab_size must be in 6..1000000", vocab_size);
   need(seq_len > 1 && seq_len <= 8192, "seq_len must be in 2..8192", seq_len);
   need(depth > 0 && depth <= 1000, "depth must be in 1..1000", depth);
@@ -35,14 +33,14 @@ void TextConfig::validate() const {
   need(drop_path >= 0 && drop_path < 1, "drop_path must be in [0, 1)", drop_path);
   need(ln_eps > 0 && ln_eps <= 1, "ln_eps must be in (0, 1]", ln_eps);
   need(gate_eps > 0 && gate_eps <= 1, "gate_eps must be in (0, 1]", gate_eps);
-  if (model == "gmlp" || model == "amlp") {
+  if (kind.gated) {
     need(gate == "split" || gate == "multiplicative" || gate == "additive" || gate == "linear",
          "gate must be split, multiplicative, additive or linear", gate);
     need(gate != "split" || ffn % 2 == 0, "ffn must be even for the split gate", ffn);
   }
-  if (model == "amlp") need(attn_dim > 0 && attn_dim <= 4096, "attn_dim must be in 1..4096", attn_dim);
-  if (model == "bert" || model == "bert_rel") need(heads > 0 && dim % heads == 0, "heads must divide dim", heads);
-  if (model == "bert_rel") {
+  if (kind.tiny_attention) need(attn_dim > 0 && attn_dim <= 4096, "attn_dim must be in 1..4096", attn_dim);
+  if (kind.heads) need(heads > 0 && dim % heads == 0, "heads must divide dim", heads);
+  if (kind.positions == Positions::relative) {
     need(rel_buckets >= 4 && rel_buckets <= 1024 && rel_buckets % 2 == 0, "rel_buckets must be even, in 4..1024",
          rel_buckets);
     need(rel_max_distance > rel_buckets / 4 && rel_max_distance <= 1000000,
@@ -55,21 +53,26 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextConfig, model, vocab_size, s
                                                 rel_max_distance, drop_path, ln_eps, gate_eps)
 
 nlohmann::json TextConfig::to_json() const { return *this; }
-TextConfig TextConfig::from_json(const nlohmann::json& j) { return j.get<TextConfig>(); }
+TextConfig TextConfig::from_json(const nlohmann::json& j) {
+  // The model's name first, so that an unknown one is answered with the text kinds.
+  if (const auto it = j.find("model"); it != j.end() && it->is_string())
+    parse_model_kind(it->get<std::string>(), Domain::text);
+  return j.get<TextConfig>();
+}
 
 const std::vector<TextPreset>& text_presets() {
-  auto make = [](const char* model, int depth, int ffn) {
+  auto make = [](ModelKind model, int depth, int ffn) {
     TextConfig c;
     c.model = model, c.depth = depth, c.ffn = ffn;
     return c;
   };
   static const std::vector<TextPreset> all = {
-      {"kjv-gmlp", "gMLP, 4 blocks, d=256, e=1024, no positions (3.7M params)", make("gmlp", 4, 1024)},
-      {"kjv-amlp", "aMLP, 4 blocks, d=256, e=896, tiny attention 64 (3.8M params)", make("amlp", 4, 896)},
+      {"kjv-gmlp", "gMLP, 4 blocks, d=256, e=1024, no positions (3.7M params)", make(ModelKind::gmlp, 4, 1024)},
+      {"kjv-amlp", "aMLP, 4 blocks, d=256, e=896, tiny attention 64 (3.8M params)", make(ModelKind::amlp, 4, 896)},
       {"kjv-bert", "BERT (pre-LN), 2 blocks, d=256, 4 heads, MLP 1024, learned positions (3.7M params)",
-       make("bert", 2, 1024)},
+       make(ModelKind::bert, 2, 1024)},
       {"kjv-bert-rel", "BERT (pre-LN), 2 blocks, d=256, 4 heads, MLP 1024, T5 relative positions (3.6M params)",
-       make("bert_rel", 2, 1024)},
+       make(ModelKind::bert_rel, 2, 1024)},
   };
   return all;
 }
@@ -102,12 +105,12 @@ TextModel<T>::TextModel(const TextConfig& config, Storage storage) : cfg_(config
   ParamTable& t = this->table_;
   const int64_t V = c.vocab_size, N = c.seq_len, D = c.dim, L = c.depth;
   const BranchDims dims{N, D};
-  const bool attention = c.model == "bert" || c.model == "bert_rel";
-  const InitStyle style = attention ? InitStyle::vit : InitStyle::mixer;
+  const ModelKindInfo& kind = model_kind_info(c.model);
+  const InitStyle style = kind.self_attention ? InitStyle::vit : InitStyle::mixer;
   embed_ = t.add("embed.weight", {V, D}, true);
-  if (c.model == "bert") pos_ = t.add("pos_embed", {1, N, D}, false);
+  if (kind.positions == Positions::learned) pos_ = t.add("pos_embed", {1, N, D}, false);
   if (c.segments) seg_ = t.add("segment_embed.weight", {2, D}, true);
-  if (c.model == "bert_rel") {
+  if (kind.positions == Positions::relative) {
     rel_ = t.add("rel_bias.weight", {c.rel_buckets, c.heads}, true);
     buckets_.resize(storage == Storage::allocate ? size_t(N * N) : 0);
     for (int64_t i = 0; i < N && !buckets_.empty(); ++i)
@@ -124,12 +127,13 @@ TextModel<T>::TextModel(const TextConfig& config, Storage storage) : cfg_(config
       r->attach(make_branch());
       layers_.push_back(std::move(r));
     };
-    if (!attention) {
+    if (kind.gated) {
       sublayer("norm", [&] {
         return make_gating_mlp<T>(t, b + "mlp_channels", dims, c.ffn, c.gate, float(c.gate_eps),
-                                  c.model == "amlp" ? c.attn_dim : 0);
+                                  kind.tiny_attention ? c.attn_dim : 0);
       });
     } else {
+      GMLP_CHECK(kind.self_attention);
       sublayer("norm1", [&] { return make_self_attention<T>(t, b + "attn", dims, c.heads, style, &score_bias_); });
       sublayer("norm2", [&] { return make_channel_mlp<T>(t, b + "mlp", dims, c.ffn, style); });
     }

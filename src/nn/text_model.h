@@ -17,25 +17,26 @@
 
 #include "nn/branches.h"
 #include "nn/model.h"
+#include "nn/model_kind.h"
 #include "nn/token_model.h"
 
 namespace gmlp {
 
 struct TextConfig {
-  std::string model = "gmlp";  // gmlp, amlp, bert, bert_rel
-  int vocab_size = 8000;       // V
-  int seq_len = 128;           // N
-  int depth = 4;               // L
-  int dim = 256;               // D
-  int ffn = 1024;              // F: gMLP's d_ffn; the Transformer's MLP width
-  int heads = 4;               // bert, bert_rel
-  int attn_dim = 64;           // amlp: the tiny attention's width
-  std::string gate = "split";  // gmlp/amlp gating: split, multiplicative, additive, linear
-  int num_classes = 0;         // > 0: a classification head on [CLS]
-  bool pad_mask = true;        // bert, bert_rel: attention ignores [PAD] keys (id 0); gMLP has none
-  bool segments = false;       // BERT's segment (token-type) embedding: 0 up to the first [SEP], 1 after
-  int rel_buckets = 32;        // bert_rel: T5 bidirectional buckets ...
-  int rel_max_distance = 128;  // ... and the distance where the log-spaced buckets end
+  ModelKind model = ModelKind::gmlp;  // a text kind: gmlp, amlp, bert, bert_rel (nn/model_kind.h)
+  int vocab_size = 8000;              // V
+  int seq_len = 128;                  // N
+  int depth = 4;                      // L
+  int dim = 256;                      // D
+  int ffn = 1024;                     // F: gMLP's d_ffn; the Transformer's MLP width
+  int heads = 4;                      // bert, bert_rel
+  int attn_dim = 64;                  // amlp: the tiny attention's width
+  std::string gate = "split";         // gmlp/amlp gating: split, multiplicative, additive, linear
+  int num_classes = 0;                // > 0: a classification head on [CLS]
+  bool pad_mask = true;               // bert, bert_rel: attention ignores [PAD] keys (id 0); gMLP has none
+  bool segments = false;              // BERT's segment (token-type) embedding: 0 up to the first [SEP], 1 after
+  int rel_buckets = 32;               // bert_rel: T5 bidirectional buckets ...
+  int rel_max_distance = 128;         // ... and the distance where the log-spaced buckets end
   double drop_path = 0;
   double ln_eps = 1e-6;
   double gate_eps = 1e-5;
@@ -44,8 +45,6 @@ struct TextConfig {
   nlohmann::json to_json() const;
   static TextConfig from_json(const nlohmann::json& j);
 };
-
-extern const std::vector<std::string> kTextModelKinds;
 
 // Text presets: the models of the language tables at a few million parameters (most of them
 // the 8000 × 256 embedding), with their training defaults.
@@ -110,7 +109,7 @@ class TextModel final : public ParamModel<T> {
 
  private:
   void backward_encoder();  // from dXf_ (∂L/∂ final LayerNorm output) to the embeddings
-  bool pads_masked() const { return cfg_.pad_mask && (cfg_.model == "bert" || cfg_.model == "bert_rel"); }
+  bool pads_masked() const { return cfg_.pad_mask && model_kind_info(cfg_.model).self_attention; }
 
   TextConfig cfg_;
   std::vector<std::unique_ptr<Residual<T>>> layers_;

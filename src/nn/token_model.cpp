@@ -117,14 +117,14 @@ template <class T>
 TokenModel<T>::TokenModel(const ModelConfig& config, Storage storage) : Model<T>(config) {
   const ModelConfig& c = cfg_;
   c.validate();
-  GMLP_CHECK(c.model != "cnn");
+  const ModelKindInfo& kind = model_kind_info(c.model);
+  GMLP_CHECK(kind.patches);
   ParamTable& t = this->table_;
-  const std::string& kind = c.model;
   const int64_t C = c.in_chans, P = c.patch_size, D = c.dim, N = c.tokens(), L = c.depth;
   const BranchDims dims{N, D};
   cls_ = c.has_class_token();
   style_ = cls_ ? InitStyle::vit : InitStyle::mixer;
-  final_norm_ = kind == "resmlp" ? NormKind::affine : NormKind::layernorm;
+  final_norm_ = kind.affine_norm ? NormKind::affine : NormKind::layernorm;
 
   const std::string stem = cls_ ? "patch_embed.proj" : "stem.proj";
   stem_w_ = t.add(stem + ".weight", {D, C, P, P}, true);
@@ -147,31 +147,40 @@ TokenModel<T>::TokenModel(const ModelConfig& config, Storage storage) : Model<T>
       layers_.push_back(std::move(r));
     };
     const auto LN = NormKind::layernorm;
-    if (kind == "gmlp" || kind == "amlp") {
-      sublayer(LN, "norm", "", [&] {
-        return make_gating_mlp<T>(t, b + "mlp_channels", dims, c.ffn, c.gate, c.gate_eps,
-                                  kind == "amlp" ? c.attn_dim : 0);
-      });
-    } else if (kind == "mixer") {
-      sublayer(LN, "norm1", "", [&] { return make_token_mlp<T>(t, b + "mlp_tokens", dims, c.token_ffn, style_); });
-      sublayer(LN, "norm2", "", [&] { return make_channel_mlp<T>(t, b + "mlp_channels", dims, c.ffn, style_); });
-    } else if (kind == "resmlp") {
-      sublayer(NormKind::affine, "norm1", "ls1", [&] { return make_token_linear<T>(t, b + "linear_tokens", dims); });
-      sublayer(NormKind::affine, "norm2", "ls2",
-               [&] { return make_channel_mlp<T>(t, b + "mlp_channels", dims, c.ffn, style_); });
-    } else if (kind == "vit") {
-      sublayer(LN, "norm1", "", [&] { return make_self_attention<T>(t, b + "attn", dims, c.heads, style_); });
-      sublayer(LN, "norm2", "", [&] { return make_channel_mlp<T>(t, b + "mlp", dims, c.ffn, style_); });
-    } else if (kind == "ffonly") {  // Melas-Kyriazi's LinearBlock: channels first, then tokens
-      sublayer(LN, "norm1", "", [&] { return make_channel_mlp<T>(t, b + "mlp1", dims, c.ffn, style_); });
-      sublayer(NormKind::none, "", "",
-               [&] { return make_token_mlp<T>(t, b + "mlp2", dims, c.token_ffn, style_, b + "norm2", c.ln_eps); });
-    } else if (kind == "eamlp") {
-      sublayer(LN, "norm1", "",
-               [&] { return make_external_attention<T>(t, b + "attn", dims, c.heads, c.memory, style_); });
-      sublayer(LN, "norm2", "", [&] { return make_channel_mlp<T>(t, b + "mlp", dims, c.ffn, style_); });
-    } else {
-      fail("model '", kind, "' is not a token model");
+    switch (c.model) {  // each kind's blocks
+      case ModelKind::gmlp:
+      case ModelKind::amlp:
+        sublayer(LN, "norm", "", [&] {
+          return make_gating_mlp<T>(t, b + "mlp_channels", dims, c.ffn, c.gate, c.gate_eps,
+                                    kind.tiny_attention ? c.attn_dim : 0);
+        });
+        break;
+      case ModelKind::mixer:
+        sublayer(LN, "norm1", "", [&] { return make_token_mlp<T>(t, b + "mlp_tokens", dims, c.token_ffn, style_); });
+        sublayer(LN, "norm2", "", [&] { return make_channel_mlp<T>(t, b + "mlp_channels", dims, c.ffn, style_); });
+        break;
+      case ModelKind::resmlp:
+        sublayer(NormKind::affine, "norm1", "ls1", [&] { return make_token_linear<T>(t, b + "linear_tokens", dims); });
+        sublayer(NormKind::affine, "norm2", "ls2",
+                 [&] { return make_channel_mlp<T>(t, b + "mlp_channels", dims, c.ffn, style_); });
+        break;
+      case ModelKind::vit:
+        sublayer(LN, "norm1", "", [&] { return make_self_attention<T>(t, b + "attn", dims, c.heads, style_); });
+        sublayer(LN, "norm2", "", [&] { return make_channel_mlp<T>(t, b + "mlp", dims, c.ffn, style_); });
+        break;
+      case ModelKind::ffonly:  // Melas-Kyriazi's LinearBlock: channels first, then tokens
+        sublayer(LN, "norm1", "", [&] { return make_channel_mlp<T>(t, b + "mlp1", dims, c.ffn, style_); });
+        sublayer(NormKind::none, "", "",
+                 [&] { return make_token_mlp<T>(t, b + "mlp2", dims, c.token_ffn, style_, b + "norm2", c.ln_eps); });
+        break;
+      case ModelKind::eamlp:
+        sublayer(LN, "norm1", "",
+                 [&] { return make_external_attention<T>(t, b + "attn", dims, c.heads, c.memory, style_); });
+        sublayer(LN, "norm2", "", [&] { return make_channel_mlp<T>(t, b + "mlp", dims, c.ffn, style_); });
+        break;
+      case ModelKind::cnn:
+      case ModelKind::bert:
+      case ModelKind::bert_rel: fail("model '", c.model, "' is not a token model");
     }
   }
   if (final_norm_ == NormKind::affine) {

@@ -133,6 +133,8 @@ Checkpoint load_checkpoint(const std::string& path) {
     ck.config = cfg.is_object() ? ModelConfig::from_json(cfg) : config_from_tensors(file);
   } catch (const nlohmann::json::exception& e) {
     fail("failed to load checkpoint '", path, "': metadata 'config' is malformed: ", e.what());
+  } catch (const Error& e) {  // an unknown model kind
+    fail("failed to load checkpoint '", path, "': ", e.what());
   }
   try {  // the config, then the tensors it asks for, before anything is allocated
     ck.config.validate();
