@@ -148,7 +148,7 @@ void register_heavy(const Shape& s) {
              float *dx = b.fill(M * D, 0), *dW = b.fill(F * D, 0), *db = b.fill(F, 0);
              float *dy = b.uniform(M * F), *x = b.uniform(M * D), *W = b.uniform(F * D, -0.1f, 0.1f);
              if (ref) return [=] { linear_backward_ref(dx, dW, db, dy, x, W, M, D, F); };
-             return [=] { linear_backward(dx, dW, db, dy, x, W, M, D, F, true); };
+             return [=] { linear_backward(dx, dW, db, dy, x, W, M, D, F, Write::overwrite); };
            });
 
   // sgu (split gate): the N×N token projection per image, 2·B·N²·H, plus LayerNorm and gate
@@ -191,7 +191,7 @@ void register_heavy(const Shape& s) {
     float *dy = b.uniform(M * D), *x = b.uniform(M * D), *gamma = b.uniform(D), *beta = b.uniform(D);
     layernorm_forward(b.fill(M * D, 0), D, mean, rstd, x, D, gamma, beta, M, D, 1e-6f);
     if (ref) return [=] { layernorm_backward_ref(dx, D, dgamma, dbeta, dy, D, x, D, mean, rstd, gamma, M, D); };
-    return [=] { layernorm_backward(dx, D, dgamma, dbeta, dy, D, x, D, mean, rstd, gamma, M, D, true); };
+    return [=] { layernorm_backward(dx, D, dgamma, dbeta, dy, D, x, D, mean, rstd, gamma, M, D, Write::overwrite); };
   });
 
   // gelu on fc1's output (M, F): 5 per element forward (erf counted as one), 12 backward.

@@ -136,7 +136,7 @@ TEST(LayerNorm, OverwriteIgnoresWhatWasThere) {
   layernorm_backward(acc.data(), C, dg.data(), db.data(), dy.data(), C, x.data(), C, mean.data(), rstd.data(),
                      gamma.data(), M, C);
   layernorm_backward(over.data(), C, dg.data(), db.data(), dy.data(), C, x.data(), C, mean.data(), rstd.data(),
-                     gamma.data(), M, C, true);
+                     gamma.data(), M, C, Write::overwrite);
   EXPECT_TRUE(close("dx", over, acc, 1e-15));
 }
 

@@ -13,6 +13,7 @@
 #include "core/bf16.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/write.h"
 
 namespace gmlp {
 
@@ -28,9 +29,10 @@ Precision g_precision = Precision::f32;
 constexpr int64_t kSerialProduct = int64_t(1) << 20;
 
 struct Key {
-  bool ta, tb, accumulate;
+  bool ta, tb;
+  Write c_write;
   int64_t M, N, K, lda, ldb, ldc;
-  auto tie() const { return std::tie(ta, tb, accumulate, M, N, K, lda, ldb, ldc); }
+  auto tie() const { return std::tie(ta, tb, c_write, M, N, K, lda, ldb, ldc); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -107,9 +109,9 @@ namespace {
 // C = op(A)·op(B) (+ C) in bf16 × bf16 → f32 by a oneDNN matmul primitive, created on first use
 // of a shape and cached. A, B are bf16 (uint16) matrices; strides describe them as stored.
 void run_primitive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
-                   const void* B, int64_t ldb, bool accumulate, float* C, int64_t ldc) {
+                   const void* B, int64_t ldb, Write c_write, float* C, int64_t ldc) {
   Engine& e = engine();
-  const Key key{trans_a, trans_b, accumulate, M, N, K, lda, ldb, ldc};
+  const Key key{trans_a, trans_b, c_write, M, N, K, lda, ldb, ldc};
   auto it = e.cache.find(key);
   if (it == e.cache.end()) {
     using dt = dnnl::memory::data_type;
@@ -117,7 +119,7 @@ void run_primitive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     const auto b = matrix_desc(K, N, ldb, trans_b, dt::bf16);
     const auto c = dnnl::memory::desc({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
     dnnl::primitive_attr attr;
-    if (accumulate) {
+    if (c_write == Write::accumulate) {
       dnnl::post_ops ops;
       ops.append_sum(1.f);
       attr.set_post_ops(ops);
@@ -215,7 +217,8 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   if (e.scratch_b.size() < size_t(b_rows * b_cols)) e.scratch_b.resize(b_rows * b_cols);
   to_bf16(e.scratch_a.data(), A, a_rows, a_cols, lda);
   to_bf16(e.scratch_b.data(), B, b_rows, b_cols, ldb);
-  run_primitive(trans_a, trans_b, M, N, K, e.scratch_a.data(), a_cols, e.scratch_b.data(), b_cols, beta != 0.f, C, ldc);
+  run_primitive(trans_a, trans_b, M, N, K, e.scratch_a.data(), a_cols, e.scratch_b.data(), b_cols,
+                beta != 0.f ? Write::accumulate : Write::overwrite, C, ldc);
 }
 
 template <>

@@ -53,10 +53,10 @@ struct LinearParams {
     linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out);
   }
   std::string emit(OnnxBuilder& g, const std::string& x) const { return g.linear(x, w, b); }
-  // dx overwritten (nullptr: not wanted) unless accumulate.
+  // dx (nullptr: not wanted) overwritten, or with Write::accumulate added to.
   template <class T>
-  void backward(T* dx, const T* dy, const T* x, const T* wt, T* g, int64_t M, bool accumulate = false) const {
-    linear_backward(dx, g + w, b >= 0 ? g + b : nullptr, dy, x, wt + w, M, in, out, !accumulate);
+  void backward(T* dx, const T* dy, const T* x, const T* wt, T* g, int64_t M, Write dx_write = Write::overwrite) const {
+    linear_backward(dx, g + w, b >= 0 ? g + b : nullptr, dy, x, wt + w, M, in, out, dx_write);
   }
 };
 
@@ -332,7 +332,7 @@ class GatingMlp final : public Branch<T> {
       GMLP_PROFILE("bwd.tiny_attn");
       aproj_.backward(dao_, dr_, ao_, w, g, M);
       attention_backward(dqkv_, dao_, qkv_buf_, P_, AttnShape{d_.N, B, 1, da_}, ascratch_);
-      qkv_.backward(dxn, dqkv_, xn, w, g, M, /*accumulate=*/true);
+      qkv_.backward(dxn, dqkv_, xn, w, g, M, Write::accumulate);
     }
   }
   double flops_per_image() const override {

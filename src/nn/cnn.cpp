@@ -292,7 +292,7 @@ void Cnn<T>::backward(const T* dlogits) {
   int cur = 0;  // dX_[cur]: ∂L/∂(the current layer's output)
   {
     GMLP_PROFILE("bwd.head");
-    linear_backward(dpooled_, g + head_w_, g + head_b_, dlogits, pooled_, w + head_w_, B, width(), K, true);
+    linear_backward(dpooled_, g + head_w_, g + head_b_, dlogits, pooled_, w + head_w_, B, width(), K, Write::overwrite);
     const int64_t So = blocks_.back()->out_side();
     global_avg_pool_backward(dX_[cur], dpooled_, B, width(), So * So);
   }

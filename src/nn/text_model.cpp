@@ -276,7 +276,7 @@ typename TextModel<T>::MlmResult TextModel<T>::mlm(const int64_t* positions, con
     cross_entropy_backward(logits_, probs.data(), labels + c0, rows, V, T(0));
     const T scale = T(double(weight) * double(rows) / double(count));
     for (int64_t i = 0; i < rows * V; ++i) logits_[i] *= scale;
-    linear_backward(drows_, g + embed_, g + mlm_b_, logits_, rows_, w + embed_, rows, D, V, true);
+    linear_backward(drows_, g + embed_, g + mlm_b_, logits_, rows_, w + embed_, rows, D, V, Write::overwrite);
     for (int64_t k = 0; k < rows; ++k) {
       const int64_t p = positions[c0 + k], row = (p % N) * B + p / N;
       for (int64_t d = 0; d < D; ++d) dxf_[row * D + d] += drows_[k * D + d];
@@ -307,7 +307,7 @@ void TextModel<T>::classify_backward(const T* dlogits) {
   T* g = this->g_.data();
   std::fill(dxf_, dxf_ + N * B * D, T(0));
   linear_backward(dxf_, g + cls_w_, g + cls_b_, dlogits, xf_, this->w_.data() + cls_w_, B, D, int64_t(cfg_.num_classes),
-                  true);
+                  Write::overwrite);
   backward_encoder();
 }
 

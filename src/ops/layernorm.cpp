@@ -14,11 +14,11 @@ void layernorm_forward(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t 
 
 template <class T>
 void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy, const T* x, int64_t ldx,
-                        const T* mean, const T* rstd, const T* gamma, int64_t M, int64_t C, bool overwrite_dx) {
+                        const T* mean, const T* rstd, const T* gamma, int64_t M, int64_t C, Write dx_write) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i)
     layernorm_row_backward(dx + i * lddx, static_cast<T*>(nullptr), static_cast<T*>(nullptr), dy + i * lddy,
-                           x + i * ldx, mean[i], rstd[i], gamma, C, overwrite_dx);
+                           x + i * ldx, mean[i], rstd[i], gamma, C, dx_write);
   // dγ, dβ: column sums, blocked by cache line so each thread owns its outputs.
   constexpr int64_t kBlock = 64 / sizeof(T);
 #pragma omp parallel for schedule(static)
@@ -81,7 +81,7 @@ void layernorm_backward_ref(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* d
 #define GMLP_INSTANTIATE(T)                                                                                            \
   template void layernorm_forward<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*, const T*, int64_t, int64_t, T); \
   template void layernorm_backward<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*, int64_t, const T*, const T*,   \
-                                      const T*, int64_t, int64_t, bool);                                               \
+                                      const T*, int64_t, int64_t, Write);                                              \
   template void layernorm_forward_ref<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*, const T*, int64_t, int64_t, \
                                          T);                                                                           \
   template void layernorm_backward_ref<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*, int64_t, const T*,         \

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/write.h"
+
 namespace gmlp {
 
 // y: (M, C) at stride ldy, overwritten; mean, rstd: (M) saved for backward.
@@ -14,20 +16,21 @@ template <class T>
 void layernorm_forward(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx, const T* gamma, const T* beta,
                        int64_t M, int64_t C, T eps);
 
-// Accumulates: dx += ∂L/∂x, dgamma += Σ dy·x̂, dbeta += Σ dy. With overwrite_dx, dx = ∂L/∂x.
+// Accumulates: dx += ∂L/∂x, dgamma += Σ dy·x̂, dbeta += Σ dy. With Write::overwrite, dx = ∂L/∂x.
 template <class T>
 void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy, const T* x, int64_t ldx,
-                        const T* mean, const T* rstd, const T* gamma, int64_t M, int64_t C, bool overwrite_dx = false);
+                        const T* mean, const T* rstd, const T* gamma, int64_t M, int64_t C,
+                        Write dx_write = Write::accumulate);
 
 // One row of each, serial: what the parallel loops above and the fused kernels that normalise
 // inside their own tiles (the SGU) share.
 template <class T>
 inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int64_t C, T eps);
-// dx = ∂L/∂x (overwrite_dx) or dx += ∂L/∂x. dgamma and dbeta, when given, accumulate the row's
-// Σ dy·x̂ and Σ dy.
+// dx = ∂L/∂x (Write::overwrite) or dx += ∂L/∂x (Write::accumulate). dgamma and dbeta, when
+// given, accumulate the row's Σ dy·x̂ and Σ dy.
 template <class T>
 inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, T mean, T rstd, const T* gamma,
-                                   int64_t C, bool overwrite_dx);
+                                   int64_t C, Write dx_write);
 
 template <class T>
 void layernorm_forward_ref(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx, const T* gamma, const T* beta,
@@ -54,7 +57,7 @@ inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, co
 
 template <class T>
 inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, T mean, T rstd, const T* gamma,
-                                   int64_t C, bool overwrite_dx) {
+                                   int64_t C, Write dx_write) {
   // fwd: x̂ = (x - μ)·r;  y = x̂·γ + β
   //  =>  dx = r · (dŷ - mean(dŷ) - x̂ · mean(dŷ·x̂)),  dŷ = dy·γ
   const T mu = mean, r = rstd;
@@ -67,7 +70,7 @@ inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, cons
   }
   s1 /= T(C);
   s2 /= T(C);
-  if (overwrite_dx) {  // a fresh buffer may hold anything, NaN included: never read it
+  if (dx_write == Write::overwrite) {  // a fresh buffer may hold anything, NaN included: never read it
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) dx[c] = r * (dy[c] * gamma[c] - s1 - (x[c] - mu) * r * s2);
   } else {

@@ -48,9 +48,9 @@ void column_sum_add(T* db, const T* dy, int64_t ldy, int64_t M, int64_t C) {
 
 template <class T>
 void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M, int64_t in, int64_t out,
-                     bool overwrite_dx) {
+                     Write dx_write) {
   // fwd: y = x·Wᵀ + b  =>  dx += dy·W;  dW += dyᵀ·x;  db += Σ_rows dy
-  if (dx) matmul<T>(false, false, M, in, out, dy, out, W, in, overwrite_dx ? T(0) : T(1), dx, in);
+  if (dx) matmul<T>(false, false, M, in, out, dy, out, W, in, dx_write == Write::overwrite ? T(0) : T(1), dx, in);
   matmul<T>(true, false, out, in, M, dy, out, x, in, T(1), dW, in);
   if (db) column_sum_add(db, dy, out, M, out);
 }
@@ -78,11 +78,11 @@ void linear_backward_ref(T* dx, T* dW, T* db, const T* dy, const T* x, const T* 
     }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                                    \
-  template void linear_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                \
-  template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, bool); \
-  template void linear_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);            \
-  template void linear_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);   \
+#define GMLP_INSTANTIATE(T)                                                                                     \
+  template void linear_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                 \
+  template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, Write); \
+  template void linear_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);             \
+  template void linear_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);    \
   template void column_sum_add<T>(T*, const T*, int64_t, int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

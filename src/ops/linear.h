@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "core/write.h"
+
 namespace gmlp {
 
 // y: (M, out) overwritten; x: (M, in); W: (out, in); b: (out) or nullptr.
@@ -11,10 +13,10 @@ template <class T>
 void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in, int64_t out);
 
 // Accumulates: dx += dy·W (skipped when dx is nullptr), dW += dyᵀ·x, db += Σ_rows dy.
-// With overwrite_dx, dx = dy·W instead (saves zeroing a fresh buffer).
+// With Write::overwrite, dx = dy·W instead (saves zeroing a fresh buffer).
 template <class T>
 void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M, int64_t in, int64_t out,
-                     bool overwrite_dx = false);
+                     Write dx_write = Write::accumulate);
 
 // Plain loops, the reference the fast versions are held to.
 template <class T>

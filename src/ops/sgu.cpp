@@ -200,7 +200,8 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
     for (int64_t n = 0; n < N; ++n) {
       const int64_t r = n * B + img;
       layernorm_row_backward(dz + r * F + off, sc.at(t, kDgamma), sc.at(t, kDbeta), dvn + n * H, z + r * F + off,
-                             mean[img * N + n], rstd[img * N + n], gamma, H, gate == SguGate::split);
+                             mean[img * N + n], rstd[img * N + n], gamma, H,
+                             gate == SguGate::split ? Write::overwrite : Write::accumulate);
     }
   });
   // The threads' partial sums, added in thread order: the same bits for the same thread count.
