@@ -242,16 +242,16 @@ class GatingMlp final : public Branch<T> {
         gate_(parse_sgu_gate(gate.c_str())),
         H_(SguShape{d.N, 1, ffn, gate_}.H()),
         eps_(gate_eps),
-        da_(attn_dim) {
+        A_(attn_dim) {
     fc1_ = LinearParams(t, prefix + ".fc1", d.D, ffn);
     gnorm_w_ = t.add(prefix + ".gate.norm.weight", {H_}, false);
     gnorm_b_ = t.add(prefix + ".gate.norm.bias", {H_}, false);
     proj_w_ = t.add(prefix + ".gate.proj.weight", {d.N, d.N}, true);
     proj_b_ = t.add(prefix + ".gate.proj.bias", {d.N}, false);
     fc2_ = LinearParams(t, prefix + ".fc2", H_, d.D);
-    if (da_ > 0) {  // aMLP: reads the block's normalised input, writes into the gate
-      qkv_ = LinearParams(t, prefix + ".attn.qkv", d.D, 3 * da_);
-      aproj_ = LinearParams(t, prefix + ".attn.proj", da_, H_);
+    if (A_ > 0) {  // aMLP: reads the block's normalised input, writes into the gate
+      qkv_ = LinearParams(t, prefix + ".attn.qkv", d.D, 3 * A_);
+      aproj_ = LinearParams(t, prefix + ".attn.proj", A_, H_);
     }
   }
   void init(T* w, Rng& rng) const override {
@@ -261,7 +261,7 @@ class GatingMlp final : public Branch<T> {
     init::normal(w + proj_w_, d_.N * d_.N, 1e-6, rng);  // spatial mixing starts near zero ...
     init::fill(w + proj_b_, d_.N, T(1));                // ... and the gate near one
     fc2_.init(w, InitStyle::mixer, rng);
-    if (da_ > 0) {
+    if (A_ > 0) {
       qkv_.init(w, InitStyle::mixer, rng);
       aproj_.init(w, InitStyle::mixer, rng);
     }
@@ -273,14 +273,13 @@ class GatingMlp final : public Branch<T> {
     vn_ = mean_ = rstd_ = g_ = nullptr;
     if (a.training())
       for (auto [p, n] : {std::pair{&vn_, M * H}, {&mean_, M}, {&rstd_, M}, {&g_, M * H}}) a.keep(p, n);
-    if (da_ > 0)
-      for (auto [p, n] : {std::pair{&qkv_buf_, M * 3 * da_}, {&P_, B * d_.N * d_.N}, {&ao_, M * da_}, {&r_, M * H}})
+    if (A_ > 0)
+      for (auto [p, n] : {std::pair{&qkv_buf_, M * 3 * A_}, {&probs_, B * d_.N * d_.N}, {&ao_, M * A_}, {&r_, M * H}})
         a.keep(p, n);
     if (!a.training()) return;
     for (auto [p, n] : {std::pair{&ds_, M * H}, {&dz_, M * F_}}) a.temp(p, n);
-    if (da_ > 0)
-      for (auto [p, n] :
-           {std::pair{&dr_, M * H}, {&dao_, M * da_}, {&dqkv_, M * 3 * da_}, {&ascratch_, B * d_.N * d_.N}})
+    if (A_ > 0)
+      for (auto [p, n] : {std::pair{&dr_, M * H}, {&dao_, M * A_}, {&dqkv_, M * 3 * A_}, {&ascratch_, B * d_.N * d_.N}})
         a.temp(p, n);
   }
   void forward(T* y, const T* xn, const T* w, int64_t B) override {
@@ -293,16 +292,16 @@ class GatingMlp final : public Branch<T> {
       GMLP_PROFILE("fwd.gelu");
       gelu_forward(a_, z_, M * F_);
     }
-    if (da_ > 0) {
+    if (A_ > 0) {
       GMLP_PROFILE("fwd.tiny_attn");
       qkv_.forward(qkv_buf_, xn, w, M);
-      attention_forward(ao_, P_, qkv_buf_, AttnShape{d_.N, B, 1, da_});
+      attention_forward(ao_, probs_, qkv_buf_, AttnShape{d_.N, B, 1, A_});
       aproj_.forward(r_, ao_, w, M);
     }
     {
       GMLP_PROFILE("fwd.sgu");
       sgu_forward(s_, vn_, mean_, rstd_, g_, a_, w + gnorm_w_, w + gnorm_b_, w + proj_w_, w + proj_b_, shape(B),
-                  T(eps_), da_ > 0 ? r_ : nullptr);
+                  T(eps_), A_ > 0 ? r_ : nullptr);
     }
     {
       GMLP_PROFILE("fwd.fc2");
@@ -318,7 +317,7 @@ class GatingMlp final : public Branch<T> {
     {
       GMLP_PROFILE("bwd.sgu");
       sgu_backward(dz_, g + gnorm_w_, g + gnorm_b_, g + proj_w_, g + proj_b_, ds_, a_, vn_, mean_, rstd_, g_,
-                   w + gnorm_w_, w + proj_w_, shape(B), da_ > 0 ? dr_ : nullptr);
+                   w + gnorm_w_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr);
     }
     {
       GMLP_PROFILE("bwd.gelu");
@@ -328,17 +327,17 @@ class GatingMlp final : public Branch<T> {
       GMLP_PROFILE("bwd.fc1");
       fc1_.backward(dxn, dz_, xn, w, g, M);
     }
-    if (da_ > 0) {
+    if (A_ > 0) {
       GMLP_PROFILE("bwd.tiny_attn");
       aproj_.backward(dao_, dr_, ao_, w, g, M);
-      attention_backward(dqkv_, dao_, qkv_buf_, P_, AttnShape{d_.N, B, 1, da_}, ascratch_);
+      attention_backward(dqkv_, dao_, qkv_buf_, probs_, AttnShape{d_.N, B, 1, A_}, ascratch_);
       qkv_.backward(dxn, dqkv_, xn, w, g, M, Write::accumulate);
     }
   }
   double flops_per_image() const override {
-    const double N = double(d_.N), D = double(d_.D), F = double(F_), H = double(H_), A = double(da_);
+    const double N = double(d_.N), D = double(d_.D), F = double(F_), H = double(H_), A = double(A_);
     double f = 2 * N * D * F + 2 * N * N * H + 2 * N * H * D;
-    if (da_ > 0) f += 2 * N * D * 3 * A + 4 * N * N * A + 2 * N * A * H;
+    if (A_ > 0) f += 2 * N * D * 3 * A + 4 * N * N * A + 2 * N * A * H;
     return f;
   }
   std::string emit(OnnxBuilder& g, const std::string& xn) const override {
@@ -346,7 +345,7 @@ class GatingMlp final : public Branch<T> {
     std::string u = a, v = a;
     if (gate_ == SguGate::split) u = g.slice(a, 2, 0, H_), v = g.slice(a, 2, H_, F_);
     std::string gate = g.mix_tokens(g.layernorm(v, gnorm_w_, gnorm_b_, eps_), proj_w_, proj_b_);
-    if (da_ > 0) gate = g.add(gate, aproj_.emit(g, g.attention(qkv_.emit(g, xn), d_.N, 1, da_)));
+    if (A_ > 0) gate = g.add(gate, aproj_.emit(g, g.attention(qkv_.emit(g, xn), d_.N, 1, A_)));
     std::string s = gate;  // the linear gate: s(Z) = gate
     if (gate_ == SguGate::split || gate_ == SguGate::multiplicative) s = g.mul(u, gate);
     if (gate_ == SguGate::additive) s = g.add(u, gate);
@@ -360,11 +359,11 @@ class GatingMlp final : public Branch<T> {
   SguGate gate_;
   int64_t H_;
   float eps_;
-  int64_t da_;
+  int64_t A_;
   LinearParams fc1_, fc2_, qkv_, aproj_;
   int64_t gnorm_w_ = 0, gnorm_b_ = 0, proj_w_ = 0, proj_b_ = 0;
   T *z_ = nullptr, *a_ = nullptr, *vn_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr, *g_ = nullptr, *s_ = nullptr;
-  T *qkv_buf_ = nullptr, *P_ = nullptr, *ao_ = nullptr, *r_ = nullptr;
+  T *qkv_buf_ = nullptr, *probs_ = nullptr, *ao_ = nullptr, *r_ = nullptr;
   T *ds_ = nullptr, *dz_ = nullptr;
   T *dr_ = nullptr, *dao_ = nullptr, *dqkv_ = nullptr, *ascratch_ = nullptr;
 };
@@ -388,7 +387,7 @@ class SelfAttention final : public Branch<T> {
   void lay_out(Arena<T>& a, int64_t B) override {
     const int64_t M = d_.N * B;
     a.keep(&qkv_buf_, M * 3 * d_.D);
-    a.keep(&P_, B * heads_ * d_.N * d_.N);
+    a.keep(&probs_, B * heads_ * d_.N * d_.N);
     a.keep(&o_, M * d_.D);
     if (!a.training()) return;
     a.temp(&do_, M * d_.D);
@@ -399,7 +398,7 @@ class SelfAttention final : public Branch<T> {
     GMLP_PROFILE("fwd.attention");
     const int64_t M = d_.N * B;
     qkv_.forward(qkv_buf_, xn, w, M);
-    attention_forward(o_, P_, qkv_buf_, shape(B), score_bias_ ? score_bias_->bias : nullptr,
+    attention_forward(o_, probs_, qkv_buf_, shape(B), score_bias_ ? score_bias_->bias : nullptr,
                       score_bias_ ? score_bias_->key_bias : nullptr);
     proj_.forward(y, o_, w, M);
   }
@@ -407,7 +406,7 @@ class SelfAttention final : public Branch<T> {
     GMLP_PROFILE("bwd.attention");
     const int64_t M = d_.N * B;
     proj_.backward(do_, dy, o_, w, g, M);
-    attention_backward(dqkv_, do_, qkv_buf_, P_, shape(B), scratch_, score_bias_ ? score_bias_->dbias : nullptr);
+    attention_backward(dqkv_, do_, qkv_buf_, probs_, shape(B), scratch_, score_bias_ ? score_bias_->dbias : nullptr);
     qkv_.backward(dxn, dqkv_, xn, w, g, M);
   }
   double flops_per_image() const override {
@@ -429,13 +428,13 @@ class SelfAttention final : public Branch<T> {
   InitStyle style_;
   const SharedScoreBias<T>* score_bias_;
   LinearParams qkv_, proj_;
-  T *qkv_buf_ = nullptr, *P_ = nullptr, *o_ = nullptr;
+  T *qkv_buf_ = nullptr, *probs_ = nullptr, *o_ = nullptr;
   T *do_ = nullptr, *dqkv_ = nullptr, *scratch_ = nullptr;
 };
 
 // ---------------------------------------------------------------------------------------------
 // External attention (Guo et al. 2021, MEAttention with coef 1): per head, on q = query(x):
-//   A = q·M_kᵀ + b_k;  A ← softmax over tokens;  A ← A / (1e-9 + Σ_memory A);  o = A·M_vᵀ + b_v
+//   a = q·M_kᵀ + b_k;  a ← softmax over tokens;  a ← a / (1e-9 + Σ_memory a);  o = a·M_vᵀ + b_v
 // then proj. M_k, M_v (linear_0, linear_1) are shared by the heads and by every image.
 template <class T>
 class ExternalAttention final : public Branch<T> {
@@ -445,7 +444,7 @@ class ExternalAttention final : public Branch<T> {
       : d_(d),
         heads_(heads),
         dh_(d.D / heads),
-        S_(memory),
+        memory_(memory),
         style_(style),
         query_(t, prefix + ".query", d.D, d.D),
         mk_(t, prefix + ".linear_0", dh_, memory),
@@ -457,44 +456,44 @@ class ExternalAttention final : public Branch<T> {
   void lay_out(Arena<T>& a, int64_t B) override {
     const int64_t M = d_.N * B, R = M * heads_;  // R rows of (token, image, head)
     a.keep(&q_, M * d_.D);
-    a.keep(&p_, R * S_);
+    a.keep(&p_, R * memory_);
     a.keep(&psum_, R);
-    a.keep(&r_, R * S_);
+    a.keep(&r_, R * memory_);
     a.keep(&o_, M * d_.D);
     if (!a.training()) return;
     a.temp(&do_, M * d_.D);
-    a.temp(&dr_, R * S_);
+    a.temp(&dr_, R * memory_);
     a.temp(&dq_, M * d_.D);
   }
   void forward(T* y, const T* xn, const T* w, int64_t B) override {
     GMLP_PROFILE("fwd.external_attention");
-    const int64_t M = d_.N * B, R = M * heads_, cols = B * heads_ * S_;
+    const int64_t M = d_.N * B, R = M * heads_, cols = B * heads_ * memory_;
     query_.forward(q_, xn, w, M);
-    mk_.forward(p_, q_, w, R);  // (R, dh) → (R, S): q rows of every head are dh-wide
-    // Softmax over tokens: p viewed as (N, B·heads·S), one softmax per column; then each row
+    mk_.forward(p_, q_, w, R);  // (R, dh) → (R, memory): q rows of every head are dh-wide
+    // Softmax over tokens: p viewed as (N, B·heads·memory), one softmax per column; then each row
     // divided by its sum over the memory units.
     column_softmax_forward(p_, p_, d_.N, cols);
-    sum_normalize_forward(r_, psum_, p_, R, S_);
-    mv_.forward(o_, r_, w, R);  // (R, S) → (R, dh) = (M, D)
+    sum_normalize_forward(r_, psum_, p_, R, memory_);
+    mv_.forward(o_, r_, w, R);  // (R, memory) → (R, dh) = (M, D)
     proj_.forward(y, o_, w, M);
   }
   void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.external_attention");
-    const int64_t M = d_.N * B, R = M * heads_, cols = B * heads_ * S_;
+    const int64_t M = d_.N * B, R = M * heads_, cols = B * heads_ * memory_;
     proj_.backward(do_, dy, o_, w, g, M);
     mv_.backward(dr_, do_, r_, w, g, R);
-    sum_normalize_backward(dr_, dr_, r_, psum_, R, S_);  // ∂L/∂p, written over dr
-    column_softmax_backward(dr_, dr_, p_, d_.N, cols);   // ∂L/∂(the scores), likewise
+    sum_normalize_backward(dr_, dr_, r_, psum_, R, memory_);  // ∂L/∂p, written over dr
+    column_softmax_backward(dr_, dr_, p_, d_.N, cols);        // ∂L/∂(the scores), likewise
     mk_.backward(dq_, dr_, q_, w, g, R);
     query_.backward(dxn, dq_, xn, w, g, M);
   }
   double flops_per_image() const override {
-    const double N = double(d_.N), D = double(d_.D), S = double(S_);
-    return 2 * N * D * D * 2 + 2 * 2 * N * D * S;
+    const double N = double(d_.N), D = double(d_.D), mem = double(memory_);
+    return 2 * N * D * D * 2 + 2 * 2 * N * D * mem;
   }
   std::string emit(OnnxBuilder& g, const std::string& xn) const override {
     const std::string q = g.reshape(query_.emit(g, xn), {0, d_.N, heads_, dh_});   // (B, N, heads, dh)
-    const std::string a = mk_.emit(g, q);                                          // (B, N, heads, S)
+    const std::string a = mk_.emit(g, q);                                          // (B, N, heads, memory)
     const std::string p = g.op("Softmax", {a}, {onnx::attr("axis", int64_t(1))});  // over tokens
     const std::string r = g.op("Div", {p, g.add(g.reduce_sum(p, 3, true), g.scalar(1e-9f))});
     return proj_.emit(g, g.reshape(mv_.emit(g, r), {0, d_.N, d_.D}));
@@ -502,7 +501,7 @@ class ExternalAttention final : public Branch<T> {
 
  private:
   BranchDims d_;
-  int64_t heads_, dh_, S_;
+  int64_t heads_, dh_, memory_;
   InitStyle style_;
   LinearParams query_, mk_, mv_, proj_;
   T *q_ = nullptr, *p_ = nullptr, *psum_ = nullptr, *r_ = nullptr, *o_ = nullptr;

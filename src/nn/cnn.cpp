@@ -52,8 +52,8 @@ void ConvBn<T>::init(T* w, Rng& rng) const {
 
 template <class T>
 void ConvBn<T>::lay_out(Arena<T>& a, int64_t B) {
-  const int64_t P = out_side() * out_side();
-  chunk_ = std::max(B * cout_ / (k_ * k_ * cin_), (kMinColumns + P - 1) / P);
+  const int64_t pixels = out_side() * out_side();
+  chunk_ = std::max(B * cout_ / (k_ * k_ * cin_), (kMinColumns + pixels - 1) / pixels);
   chunk_ = std::clamp<int64_t>(chunk_, 1, B);
   a.keep(&z_, out_size(B));
   a.keep(&mean_, cout_);
