@@ -36,6 +36,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // --- training options ----------------------------------------------------------------------
 
+// A broken internal invariant is not a user's mistake: GMLP_CHECK throws InternalError, which a
+// handler of gmlp::Error (or of std::runtime_error, as the public API documents) does not catch.
+TEST(Validation, InternalChecksAreNotUserErrors) {
+  auto broken = [] { GMLP_CHECK(1 + 1 == 3); };
+  EXPECT_THROW(broken(), InternalError);
+  try {
+    broken();
+  } catch (const Error&) {
+    ADD_FAILURE() << "an internal check was caught as a user's error";
+  } catch (const std::runtime_error&) {
+    ADD_FAILURE() << "an internal check was caught as std::runtime_error";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("check failed: 1 + 1 == 3"), std::string::npos) << e.what();
+  }
+}
+
 // Each edit makes one option bad; the error names its flag and what it expected.
 TEST(Validation, ImageTrainingOptionsOutOfRangeNameTheirFlag) {
   validate_options(TrainOptions{});  // the defaults pass

@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
   } catch (const gmlp::Error& e) {
     std::fprintf(stderr, "gmlp: error: %s\n", e.what());
     return 1;
+  } catch (const gmlp::InternalError& e) {
+    std::fprintf(stderr, "gmlp: internal error: %s (a bug in gmlp: please report it with the command line)\n",
+                 e.what());
+    return 70;  // EX_SOFTWARE
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "gmlp: error: out of memory\n");
     return 1;

@@ -6,7 +6,8 @@
 //     std::printf("%s %.3f\n", p.name.c_str(), p.probability);
 //
 // Link with the CMake target gmlp::gmlp. Failures (a missing or corrupt file, a checkpoint that
-// is not a valid model) throw std::runtime_error with a one-line message naming the file. A
+// is not a valid model) throw std::runtime_error with a one-line message naming the file; a
+// failed internal check, a bug in gmlp rather than in what it was given, throws std::logic_error. A
 // Classifier keeps its working memory between calls: use one per thread. Its own work runs on
 // set_threads() threads.
 #pragma once
