@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 
 #include "check.h"
 #include "core/error.h"
@@ -196,6 +198,68 @@ TEST_P(ReferenceParity, LogitsLossGradientsAndAdamWSteps) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceParity,
                          ::testing::Values("tiny_gray", "tiny_rgb", "amlp", "gate_multiplicative", "gate_additive",
                                            "gate_linear", "vit", "mixer", "resmlp", "ffonly", "eamlp", "cnn"));
+
+// Every kind's initial weights have timm's spread: per state_dict tensor, the count, mean and
+// standard deviation over eight initialisations against those of the reference models as timm
+// initialises them (tests/reference/make_fixtures.py, init_spread.json); a tensor timm sets to a
+// constant must be that constant.
+class InitialSpread : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(InitialSpread, MatchesTimm) {
+  const std::string path = fixture("init_spread.json");
+  ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing: run tests/reference/make_fixtures.py";
+  std::ifstream in(path);
+  const nlohmann::json all = nlohmann::json::parse(in);
+  const nlohmann::json& want = all.at(GetParam());
+  const ModelConfig cfg = ModelConfig::from_json(want.at("config"));
+  const int draws = want.at("draws").get<int>();
+  std::map<std::string, std::vector<double>> values;
+  std::map<std::string, bool> constant;
+  for (int d = 0; d < draws; ++d) {
+    auto m = make_model<double>(cfg);
+    Rng rng(77 + uint64_t(d));
+    m->init(rng);
+    for (const ParamInfo& p : m->params()) {
+      const double* w = m->weights() + p.offset;
+      std::vector<double>& v = values[p.name];
+      if (d == 0)
+        constant[p.name] = true;
+      else
+        constant[p.name] = constant[p.name] && std::equal(w, w + p.numel, v.begin());
+      v.insert(v.end(), w, w + p.numel);
+    }
+  }
+  const nlohmann::json& tensors = want.at("tensors");
+  ASSERT_EQ(values.size(), tensors.size()) << "gmlp and the reference have different tensors";
+  for (const auto& [name, v] : values) {
+    ASSERT_TRUE(tensors.contains(name)) << name << " is not in the reference";
+    const nlohmann::json& r = tensors.at(name);
+    const double n = double(v.size());
+    ASSERT_EQ(v.size(), r.at("n").get<size_t>()) << name;
+    if (r.at("constant").get<bool>()) {
+      EXPECT_TRUE(constant[name]) << name << ": timm sets it to a constant, gmlp draws it";
+      if (r.contains("value")) {  // compared as the float a model holds
+        const float value = float(r.at("value").get<double>());
+        EXPECT_TRUE(std::all_of(v.begin(), v.end(), [&](double x) { return float(x) == value; }))
+            << name << " should be " << value;
+      }
+      continue;
+    }
+    double mean = 0, var = 0;
+    for (double x : v) mean += x;
+    mean /= n;
+    for (double x : v) var += (x - mean) * (x - mean);
+    const double std = std::sqrt(var / n), ref_std = r.at("std").get<double>(), ref_mean = r.at("mean").get<double>();
+    EXPECT_LE(std::abs(std / ref_std - 1), tol::kSpreadSigmas / std::sqrt(n))
+        << name << ": std " << std << ", timm's " << ref_std << " (n " << n << ")";
+    EXPECT_LE(std::abs(mean - ref_mean), tol::kSpreadSigmas * ref_std * std::sqrt(2 / n))
+        << name << ": mean " << mean << ", timm's " << ref_mean << " (std " << ref_std << ", n " << n << ")";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, InitialSpread,
+                         ::testing::Values("gmlp", "gmlp_multiplicative", "amlp", "vit", "mixer", "resmlp", "ffonly",
+                                           "eamlp", "cnn"));
 
 struct FloatRun {
   std::vector<float> logits, grads;

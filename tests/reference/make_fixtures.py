@@ -200,6 +200,81 @@ def make_text_case(name, case, out_dir):
     print(f"wrote {model_path}\nwrote {io_path}")
 
 
+SPREAD_BASE = dict(img_size=28, in_chans=1, patch_size=4, depth=2, dim=128, ffn=512,
+                   num_classes=10, heads=4, token_ffn=64, memory=64, attn_dim=64)
+SPREAD_CASES = {name: dict(SPREAD_BASE, model=name.split("_")[0], **extra) for name, extra in {
+    "gmlp": {}, "gmlp_multiplicative": dict(gate="multiplicative"), "amlp": {}, "vit": {},
+    "mixer": {}, "resmlp": {}, "ffonly": {}, "eamlp": {}, "cnn": dict(dim=16, depth=1)}.items()}
+SPREAD_DRAWS = 8  # models initialised per kind; their values are pooled per tensor
+
+
+def timm_init(model, kind):
+    """Initialises a reference model the way timm initialises the family gmlp says the kind
+    belongs to. Kinds timm has (gMLP with the split gate, Mixer, ResMLP, ViT) and the CNN
+    (torchvision's ResNet init) did it in their constructors; the others get timm's functions:
+    aMLP and the gate ablations MlpMixer's _init_weights (the spatial gate as timm's
+    SpatialGatingUnit.init_weights), feed-forward-only and EAMLP VisionTransformer's."""
+    from timm.models import mlp_mixer, vision_transformer
+    from timm.layers import trunc_normal_
+    from timm.models._manipulate import named_apply
+    timm_has = kind in ("mixer", "resmlp", "vit", "cnn") or (
+        kind == "gmlp" and isinstance(model, MlpMixerType()))
+    if timm_has:
+        return
+    if kind in ("gmlp", "amlp"):
+        def gate_init(module, name):
+            mlp_mixer._init_weights(module, name)
+            if isinstance(module, models.Gate):  # timm SpatialGatingUnit.init_weights
+                torch.nn.init.normal_(module.proj.weight, std=1e-6)
+                torch.nn.init.ones_(module.proj.bias)
+        named_apply(gate_init, model)
+        return
+    named_apply(vision_transformer.init_weights_vit_timm, model)
+    torch.nn.init.normal_(model.cls_token, std=1e-6)
+    trunc_normal_(model.pos_embed, std=0.02)
+
+
+def MlpMixerType():
+    from timm.models.mlp_mixer import MlpMixer
+    return MlpMixer
+
+
+def make_init_spread(out_dir):
+    """init_spread.json: for every kind, per state_dict tensor, the count, mean and standard
+    deviation of the values of SPREAD_DRAWS reference models as timm initialises them (float64
+    statistics), and "constant" where every draw gave the same values (then "value" if all one)."""
+    # The references draw in float64: torch's trunc_normal_ samples by the inverse CDF, and in
+    # float32 a uniform draw of exactly -1 (probability 2^-24) becomes erfinv(-1) = -inf, clamped
+    # to the bound: a weight of -2 among ones of std 0.02, which moves a tensor's std by 1 %.
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    out = {}
+    for name, cfg in SPREAD_CASES.items():
+        values = {}
+        for draw in range(SPREAD_DRAWS):
+            torch.manual_seed(1000 + draw)
+            model = models.build(cfg)
+            timm_init(model, cfg["model"])
+            for key, t in model.state_dict().items():
+                if t.is_floating_point():
+                    values.setdefault(key, []).append(t.detach().double().flatten())
+        stats = {}
+        for key, draws in values.items():
+            v = torch.cat(draws)
+            constant = all(torch.equal(d, draws[0]) for d in draws)
+            row = dict(n=v.numel(), mean=v.mean().item(), std=v.std(unbiased=False).item(),
+                       constant=constant)
+            if constant and bool((v == v[0]).all()):
+                row["value"] = v[0].item()
+            stats[key] = row
+        out[name] = dict(config=models.full_config(cfg), draws=SPREAD_DRAWS, tensors=stats)
+    torch.set_default_dtype(default_dtype)
+    path = os.path.join(out_dir, "init_spread.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"wrote {path}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for the fixture files")
@@ -210,6 +285,7 @@ def main():
         make_case(name, case, args.out)
     for name, case in TEXT_CASES.items():
         make_text_case(name, case, args.out)
+    make_init_spread(args.out)
 
 
 if __name__ == "__main__":
