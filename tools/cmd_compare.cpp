@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "commands.h"
 #include "core/error.h"
@@ -23,6 +22,7 @@
 #include "train/checkpoint.h"
 #include "train/eval_subset.h"
 #include "train/run_dir.h"
+#include "train/run_files.h"
 #include "viz/figures.h"
 
 namespace gmlp::cli {
@@ -38,16 +38,6 @@ struct Row {
   int epochs = 0;
   std::vector<nlohmann::json> metrics;
 };
-
-std::vector<nlohmann::json> read_metrics(const std::string& path) {
-  std::vector<nlohmann::json> rows;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object()) rows.push_back(j);
-  }
-  return rows;
-}
 
 // "preset:key=value:key=value" → the preset and its overrides.
 std::pair<std::string, std::vector<std::string>> parse_entry(const std::string& entry) {

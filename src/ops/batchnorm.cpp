@@ -10,12 +10,19 @@ namespace gmlp {
 
 namespace {
 
-// part[c] = Σ_b part_bc[b·C + c], in double.
-std::vector<double> sum_over_batch(const std::vector<double>& part, int64_t B, int64_t C) {
-  std::vector<double> out(C, 0.0);
+// The working memory of forward and backward: per thread, grown to the largest batch seen and
+// then reused, so that after the first batch of a shape neither allocates.
+template <class U>
+U* scratch(std::vector<U>& v, int64_t n) {
+  if (v.size() < size_t(n)) v.resize(size_t(n));
+  return v.data();
+}
+
+// out[c] = Σ_b part[b·C + c], in double.
+void sum_over_batch(double* out, const double* part, int64_t B, int64_t C) {
+  std::fill(out, out + C, 0.0);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t c = 0; c < C; ++c) out[c] += part[b * C + c];
-  return out;
 }
 
 }  // namespace
@@ -23,12 +30,16 @@ std::vector<double> sum_over_batch(const std::vector<double>& part, int64_t B, i
 template <class T>
 void batchnorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, T* running_mean,
                        T* running_var, int64_t B, int64_t C, int64_t HW, bool training, T eps, T momentum) {
-  std::vector<T> mu(C), r(C);
+  thread_local std::vector<T> mu_buffer, r_buffer;
+  thread_local std::vector<double> part_buffer, sum_buffer;
+  T* mu = scratch(mu_buffer, C);
+  T* r = scratch(r_buffer, C);
   if (training) {
     const int64_t n = B * HW;
     if (n <= 1) fail("batch norm in training needs more than one value per channel, got ", n);
     // Each (b, c) plane sums in T (at most H·W terms), the planes of a channel in double.
-    std::vector<double> part(B * C);
+    double* part = scratch(part_buffer, B * C);
+    double* sum = scratch(sum_buffer, C);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t c = 0; c < C; ++c) {
@@ -38,7 +49,7 @@ void batchnorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const
         for (int64_t i = 0; i < HW; ++i) acc += xp[i];
         part[b * C + c] = acc;
       }
-    const std::vector<double> sum = sum_over_batch(part, B, C);
+    sum_over_batch(sum, part, B, C);
     for (int64_t c = 0; c < C; ++c) mu[c] = T(sum[c] / double(n));
       // Two passes: the variance of the centred values does not cancel.
 #pragma omp parallel for collapse(2) schedule(static)
@@ -51,7 +62,8 @@ void batchnorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const
         for (int64_t i = 0; i < HW; ++i) acc += (xp[i] - m) * (xp[i] - m);
         part[b * C + c] = acc;
       }
-    const std::vector<double> ss = sum_over_batch(part, B, C);
+    double* ss = sum;  // the mean is in mu
+    sum_over_batch(ss, part, B, C);
     for (int64_t c = 0; c < C; ++c) {
       const double var = ss[c] / double(n);
       r[c] = T(1.0 / std::sqrt(var + double(eps)));
@@ -65,8 +77,8 @@ void batchnorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const
       r[c] = T(1.0 / std::sqrt(double(running_var[c]) + double(eps)));
     }
   }
-  if (mean) std::copy(mu.begin(), mu.end(), mean);
-  if (rstd) std::copy(r.begin(), r.end(), rstd);
+  if (mean) std::copy(mu, mu + C, mean);
+  if (rstd) std::copy(r, r + C, rstd);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t c = 0; c < C; ++c) {
@@ -84,7 +96,10 @@ void batchnorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, con
   // fwd: x̂ = (x - μ)·r;  y = x̂·γ + β, with μ, r the statistics over n = B·HW values
   //  =>  dβ = Σ dy,  dγ = Σ dy·x̂,  dx = γ·r·(dy - dβ/n - x̂·dγ/n)
   const int64_t n = B * HW;
-  std::vector<double> p1(B * C), p2(B * C);
+  thread_local std::vector<double> p_buffer, s_buffer;
+  thread_local std::vector<T> k_buffer;
+  double* p1 = scratch(p_buffer, 2 * B * C);
+  double* p2 = p1 + B * C;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t c = 0; c < C; ++c) {
@@ -100,8 +115,12 @@ void batchnorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, con
       p1[b * C + c] = s1;
       p2[b * C + c] = s2;
     }
-  const std::vector<double> sb = sum_over_batch(p1, B, C), sg = sum_over_batch(p2, B, C);
-  std::vector<T> k1(C), k2(C);
+  double* sb = scratch(s_buffer, 2 * C);
+  double* sg = sb + C;
+  sum_over_batch(sb, p1, B, C);
+  sum_over_batch(sg, p2, B, C);
+  T* k1 = scratch(k_buffer, 2 * C);
+  T* k2 = k1 + C;
   for (int64_t c = 0; c < C; ++c) {
     const double db = sb[c], dg = sg[c] * double(rstd[c]);
     dbeta[c] += T(db);
