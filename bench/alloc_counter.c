@@ -1,0 +1,32 @@
+/* Counts heap allocations from outside: LD_PRELOAD=alloc_counter.so gmlp ... prints
+ * "allocations N" on stderr at exit. Every entry point that returns new memory is counted
+ * (malloc, calloc, realloc, posix_memalign, aligned_alloc, memalign, valloc), whoever calls it:
+ * gmlp, libstdc++'s operator new, oneDNN, libgomp. Used by bench/alloc_per_step.sh. */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+extern void* __libc_malloc(size_t);
+extern void* __libc_calloc(size_t, size_t);
+extern void* __libc_realloc(void*, size_t);
+extern void* __libc_memalign(size_t, size_t);
+
+static atomic_long count;
+
+void* malloc(size_t n) { atomic_fetch_add(&count, 1); return __libc_malloc(n); }
+void* calloc(size_t a, size_t n) { atomic_fetch_add(&count, 1); return __libc_calloc(a, n); }
+void* realloc(void* p, size_t n) { atomic_fetch_add(&count, 1); return __libc_realloc(p, n); }
+void* memalign(size_t a, size_t n) { atomic_fetch_add(&count, 1); return __libc_memalign(a, n); }
+void* aligned_alloc(size_t a, size_t n) { atomic_fetch_add(&count, 1); return __libc_memalign(a, n); }
+void* valloc(size_t n) { atomic_fetch_add(&count, 1); return __libc_memalign((size_t)sysconf(_SC_PAGESIZE), n); }
+int posix_memalign(void** p, size_t a, size_t n) {
+  atomic_fetch_add(&count, 1);
+  *p = __libc_memalign(a, n);
+  return *p || n == 0 ? 0 : 12; /* ENOMEM */
+}
+
+__attribute__((destructor)) static void report(void) {
+  fprintf(stderr, "allocations %ld\n", (long)atomic_load(&count));
+}
