@@ -1,6 +1,7 @@
 // The hyper-parameters of every vision model (one struct, one JSON object in checkpoints), and
-// the presets. Glossary used across the code: B batch, N tokens, D model width, F expanded width
-// (d_ffn), H gate width, K classes, L blocks, C image channels, S image side, P patch side.
+// the presets. Glossary used across the code (CONTRIBUTING.md): B batch, N tokens, D model width,
+// F expanded width (d_ffn), H gate width (F/2 with the split gate), A attention width,
+// V vocabulary, K classes, L blocks, C image channels, S image side, P patch side.
 // The kinds of model, what each is and which fields it reads: nn/model_kind.h.
 #pragma once
 
