@@ -27,8 +27,8 @@ using test::dot;
 using test::expect_fd;
 
 std::string describe(const ConvShape& s) {
-  return "B" + std::to_string(s.B) + " Cin" + std::to_string(s.Cin) + " " + std::to_string(s.H) + "x" +
-         std::to_string(s.W) + " Cout" + std::to_string(s.Cout) + " k" + std::to_string(s.k) + " stride" +
+  return "B" + std::to_string(s.B) + " Cin" + std::to_string(s.Cin) + " " + std::to_string(s.Hi) + "x" +
+         std::to_string(s.Wi) + " Cout" + std::to_string(s.Cout) + " k" + std::to_string(s.k) + " stride" +
          std::to_string(s.stride) + " pad" + std::to_string(s.pad);
 }
 
@@ -81,7 +81,7 @@ TEST(Conv, GradientsMatchFiniteDifferences) {
   for (const Geometry g : kGeometries) {
     const ConvShape s{2, 2, 5, 6, 3, g.k, g.stride, g.pad};
     SCOPED_TRACE(describe(s));
-    const int64_t nx = s.B * s.Cin * s.H * s.W, nw = s.Cout * s.col_rows();
+    const int64_t nx = s.B * s.Cin * s.Hi * s.Wi, nw = s.Cout * s.col_rows();
     const int64_t ny = s.B * s.Cout * s.Ho() * s.Wo();
     Rng rng(100 + g.k * 10 + g.stride * 3 + g.pad);
     Vec x = randn<double>(nx, rng), w = randn<double>(nw, rng), r = randn<double>(ny, rng);
@@ -111,7 +111,7 @@ TEST(Conv, GradientsMatchFiniteDifferences) {
 TEST(Conv, BackwardWithoutDxStillAccumulatesDw) {
   const ConvShape s{2, 3, 6, 5, 4, 3, 2, 1};
   Rng rng(110);
-  const int64_t nx = s.B * s.Cin * s.H * s.W, nw = s.Cout * s.col_rows();
+  const int64_t nx = s.B * s.Cin * s.Hi * s.Wi, nw = s.Cout * s.col_rows();
   const int64_t ny = s.B * s.Cout * s.Ho() * s.Wo();
   Vec x = randn<double>(nx, rng), w = randn<double>(nw, rng), dy = randn<double>(ny, rng);
   Vec col(s.col_size()), dx(nx), dw1(nw, 0.5), dw2(nw, 0.5);
@@ -222,7 +222,7 @@ TEST(FastVsRef, Conv) {
   for (const Geometry g : kGeometries) {
     const ConvShape s{4, 6, 13, 11, 20, g.k, g.stride, g.pad};
     SCOPED_TRACE(describe(s));
-    const int64_t nx = s.B * s.Cin * s.H * s.W, nw = s.Cout * s.col_rows();
+    const int64_t nx = s.B * s.Cin * s.Hi * s.Wi, nw = s.Cout * s.col_rows();
     const int64_t ny = s.B * s.Cout * s.Ho() * s.Wo();
     Rng rng(200 + g.k * 10 + g.stride * 3 + g.pad);
     auto x = randn<float>(nx, rng), w = randn<float>(nw, rng, 0.2), dy = randn<float>(ny, rng);

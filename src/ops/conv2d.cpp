@@ -10,13 +10,13 @@ namespace gmlp {
 namespace {
 
 // The output columns ox of kernel column kx whose input column ix = ox·stride - pad + kx lies in
-// [0, W): [lo, hi), possibly empty. Rows (ky, oy, iy) alike with H.
+// [0, Wi): [lo, hi), possibly empty. Rows (ky, oy, iy) alike with Hi.
 struct Range {
   int64_t lo, hi;
 };
-Range valid_outputs(int64_t kx, int64_t W, int64_t Wo, int64_t stride, int64_t pad) {
+Range valid_outputs(int64_t kx, int64_t Wi, int64_t Wo, int64_t stride, int64_t pad) {
   const int64_t first = pad - kx;         // ox·stride >= first
-  const int64_t last = W - 1 + pad - kx;  // ox·stride <= last
+  const int64_t last = Wi - 1 + pad - kx;  // ox·stride <= last
   if (last < 0) return {0, 0};
   const int64_t lo = first <= 0 ? 0 : (first + stride - 1) / stride;
   const int64_t hi = std::min(Wo, last / stride + 1);
@@ -31,18 +31,18 @@ void im2col(T* col, const T* x, const ConvShape& s) {
   for (int64_t r = 0; r < s.col_rows(); ++r)
     for (int64_t b = 0; b < s.B; ++b) {
       const int64_t ci = r / (k * k), ky = (r / k) % k, kx = r % k;
-      const T* xp = x + (b * s.Cin + ci) * s.H * s.W;
+      const T* xp = x + (b * s.Cin + ci) * s.Hi * s.Wi;
       T* dst = col + r * N + b * P;
-      const Range rx = valid_outputs(kx, s.W, Wo, s.stride, s.pad);
+      const Range rx = valid_outputs(kx, s.Wi, Wo, s.stride, s.pad);
       const int64_t off = kx - s.pad;  // ix = ox·stride + off
       for (int64_t oy = 0; oy < Ho; ++oy) {
         T* d = dst + oy * Wo;
         const int64_t iy = oy * s.stride - s.pad + ky;
-        if (iy < 0 || iy >= s.H) {
+        if (iy < 0 || iy >= s.Hi) {
           std::fill(d, d + Wo, T(0));
           continue;
         }
-        const T* xr = xp + iy * s.W;
+        const T* xr = xp + iy * s.Wi;
         std::fill(d, d + rx.lo, T(0));
         if (s.stride == 1) {
           std::copy(xr + rx.lo + off, xr + rx.hi + off, d + rx.lo);
@@ -54,7 +54,7 @@ void im2col(T* col, const T* x, const ConvShape& s) {
     }
 }
 
-// dx (B, Cin, H, W) overwritten with the sum of every window's gradient in col (Cin·k·k, B·Ho·Wo)
+// dx (B, Cin, Hi, Wi) overwritten with the sum of every window's gradient in col (Cin·k·k, B·Ho·Wo)
 // that covers each pixel. Each (b, ci) plane is written by one thread only.
 template <class T>
 void col2im(T* dx, const T* col, const ConvShape& s) {
@@ -62,16 +62,16 @@ void col2im(T* dx, const T* col, const ConvShape& s) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t ci = 0; ci < s.Cin; ++ci) {
-      T* dp = dx + (b * s.Cin + ci) * s.H * s.W;
-      std::fill(dp, dp + s.H * s.W, T(0));
+      T* dp = dx + (b * s.Cin + ci) * s.Hi * s.Wi;
+      std::fill(dp, dp + s.Hi * s.Wi, T(0));
       for (int64_t ky = 0; ky < k; ++ky)
         for (int64_t kx = 0; kx < k; ++kx) {
           const T* src = col + ((ci * k + ky) * k + kx) * N + b * P;
-          const Range rx = valid_outputs(kx, s.W, Wo, s.stride, s.pad);
-          const Range ry = valid_outputs(ky, s.H, Ho, s.stride, s.pad);
+          const Range rx = valid_outputs(kx, s.Wi, Wo, s.stride, s.pad);
+          const Range ry = valid_outputs(ky, s.Hi, Ho, s.stride, s.pad);
           const int64_t off = kx - s.pad;
           for (int64_t oy = ry.lo; oy < ry.hi; ++oy) {
-            T* dr = dp + (oy * s.stride - s.pad + ky) * s.W;
+            T* dr = dp + (oy * s.stride - s.pad + ky) * s.Wi;
             const T* sr = src + oy * Wo;
             if (s.stride == 1) {
 #pragma omp simd
@@ -140,8 +140,8 @@ void conv2d_forward_ref(T* y, const T* x, const T* w, ConvShape s) {
             for (int64_t ky = 0; ky < k; ++ky)
               for (int64_t kx = 0; kx < k; ++kx) {
                 const int64_t iy = oy * s.stride - s.pad + ky, ix = ox * s.stride - s.pad + kx;
-                if (iy < 0 || iy >= s.H || ix < 0 || ix >= s.W) continue;
-                acc += double(x[((b * s.Cin + ci) * s.H + iy) * s.W + ix]) *
+                if (iy < 0 || iy >= s.Hi || ix < 0 || ix >= s.Wi) continue;
+                acc += double(x[((b * s.Cin + ci) * s.Hi + iy) * s.Wi + ix]) *
                        double(w[((co * s.Cin + ci) * k + ky) * k + kx]);
               }
           y[((b * s.Cout + co) * Ho + oy) * Wo + ox] = T(acc);
@@ -155,8 +155,8 @@ void conv2d_backward_ref(T* dx, T* dw, const T* dy, const T* x, const T* w, Conv
   if (dx)
     for (int64_t b = 0; b < s.B; ++b)
       for (int64_t ci = 0; ci < s.Cin; ++ci)
-        for (int64_t iy = 0; iy < s.H; ++iy)
-          for (int64_t ix = 0; ix < s.W; ++ix) {
+        for (int64_t iy = 0; iy < s.Hi; ++iy)
+          for (int64_t ix = 0; ix < s.Wi; ++ix) {
             double acc = 0;
             for (int64_t co = 0; co < s.Cout; ++co)
               for (int64_t ky = 0; ky < k; ++ky)
@@ -168,7 +168,7 @@ void conv2d_backward_ref(T* dx, T* dw, const T* dy, const T* x, const T* w, Conv
                   acc += double(dy[((b * s.Cout + co) * Ho + oy) * Wo + ox]) *
                          double(w[((co * s.Cin + ci) * k + ky) * k + kx]);
                 }
-            dx[((b * s.Cin + ci) * s.H + iy) * s.W + ix] = T(acc);
+            dx[((b * s.Cin + ci) * s.Hi + iy) * s.Wi + ix] = T(acc);
           }
   for (int64_t co = 0; co < s.Cout; ++co)
     for (int64_t ci = 0; ci < s.Cin; ++ci)
@@ -179,9 +179,9 @@ void conv2d_backward_ref(T* dx, T* dw, const T* dy, const T* x, const T* w, Conv
             for (int64_t oy = 0; oy < Ho; ++oy)
               for (int64_t ox = 0; ox < Wo; ++ox) {
                 const int64_t iy = oy * s.stride - s.pad + ky, ix = ox * s.stride - s.pad + kx;
-                if (iy < 0 || iy >= s.H || ix < 0 || ix >= s.W) continue;
+                if (iy < 0 || iy >= s.Hi || ix < 0 || ix >= s.Wi) continue;
                 acc += double(dy[((b * s.Cout + co) * Ho + oy) * Wo + ox]) *
-                       double(x[((b * s.Cin + ci) * s.H + iy) * s.W + ix]);
+                       double(x[((b * s.Cin + ci) * s.Hi + iy) * s.Wi + ix]);
               }
           dw[((co * s.Cin + ci) * k + ky) * k + kx] += T(acc);
         }

@@ -15,21 +15,21 @@
 namespace gmlp {
 
 struct ConvShape {
-  int64_t B, Cin, H, W;          // input (B, Cin, H, W)
+  int64_t B, Cin, Hi, Wi;        // input (B, Cin, Hi, Wi)
   int64_t Cout, k, stride, pad;  // square k×k kernel, as torch.nn.Conv2d(Cin, Cout, k, stride, pad, bias=False)
-  int64_t Ho() const { return (H + 2 * pad - k) / stride + 1; }
-  int64_t Wo() const { return (W + 2 * pad - k) / stride + 1; }
+  int64_t Ho() const { return (Hi + 2 * pad - k) / stride + 1; }
+  int64_t Wo() const { return (Wi + 2 * pad - k) / stride + 1; }
   int64_t col_rows() const { return Cin * k * k; }
   // Values of the im2col scratch `col` that conv2d_forward / conv2d_backward take.
   int64_t col_size() const { return B * col_rows() * Ho() * Wo(); }
 };
 
-// y: (B, Cout, Ho, Wo) overwritten; x: (B, Cin, H, W); w: (Cout, Cin, k, k) (torch layout).
+// y: (B, Cout, Ho, Wo) overwritten; x: (B, Cin, Hi, Wi); w: (Cout, Cin, k, k) (torch layout).
 // col: scratch of s.col_size() values, overwritten (it ends holding the im2col of x).
 template <class T>
 void conv2d_forward(T* y, const T* x, const T* w, ConvShape s, T* col);
 
-// dw (Cout, Cin, k, k) += ∂L/∂w; dx (B, Cin, H, W) is overwritten with ∂L/∂x, skipped when dx is
+// dw (Cout, Cin, k, k) += ∂L/∂w; dx (B, Cin, Hi, Wi) is overwritten with ∂L/∂x, skipped when dx is
 // nullptr (a first layer). col: scratch of s.col_size() values; what it holds on entry is ignored
 // (the im2col of x is recomputed into it, so one scratch serves every layer), and it is
 // overwritten (with ∂L/∂col when dx is wanted).
