@@ -15,7 +15,7 @@ struct Range {
   int64_t lo, hi;
 };
 Range valid_outputs(int64_t kx, int64_t Wi, int64_t Wo, int64_t stride, int64_t pad) {
-  const int64_t first = pad - kx;         // ox·stride >= first
+  const int64_t first = pad - kx;          // ox·stride >= first
   const int64_t last = Wi - 1 + pad - kx;  // ox·stride <= last
   if (last < 0) return {0, 0};
   const int64_t lo = first <= 0 ? 0 : (first + stride - 1) / stride;
