@@ -7,6 +7,7 @@
 // and saved values read, outputs written; scratch not counted). Buffers are filled once per run,
 // and each run of a fast version calls it once before timing it.
 #include <benchmark/benchmark.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "core/build_info.h"
+#include "core/error.h"
+#include "core/gemm.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "nn/config.h"
@@ -254,7 +257,7 @@ void register_heavy(const Shape& s) {
   const int64_t C = s.cnn_C, Sc = s.cnn_S;
   const int64_t chunk = std::clamp<int64_t>(std::max(B * C / (9 * C), (128 + Sc * Sc - 1) / (Sc * Sc)), 1, B);
   const ConvShape cs{chunk, C, Sc, Sc, C, 3, 1, 1};
-  const int64_t nx = cs.B * cs.Cin * cs.H * cs.W, nw = cs.Cout * cs.col_rows(), ny = cs.B * cs.Cout * cs.Ho() * cs.Wo();
+  const int64_t nx = cs.B * cs.Cin * cs.Hi * cs.Wi, nw = cs.Cout * cs.col_rows(), ny = cs.B * cs.Cout * cs.Ho() * cs.Wo();
   const double conv_flops = 2.0 * ny * cs.col_rows();
   add_both("conv2d", s, "fwd", conv_flops, kF * (nx + nw + ny), [=](Buffers& b, bool ref) -> Call {
     float *y = b.fill(ny, 0), *x = b.uniform(nx), *w = b.uniform(nw, -0.1f, 0.1f), *col = b.fill(cs.col_size(), 0);
@@ -409,6 +412,53 @@ void register_text(const Shape& s) {
   });
 }
 
+// The matrix products under the ops, by oneDNN's sgemm and by core/gemm.h, at the products of
+// a linear layer (fc1: forward y = x·Wᵀ, input gradient dx = dy·W, weight gradient dW = dyᵀ·x)
+// and of the gating unit's per-image token projection (N×N by N×H). Names:
+// matmul/SHAPE/PRODUCT/onednn|gemm/threads:T; FLOP 2·M·N·K.
+void register_matmul(const Shape& s) {
+  struct Product {
+    const char* name;
+    bool ta, tb;
+    int64_t M, N, K;
+  };
+  const int64_t M = s.M(), D = s.D, F = s.F, N = s.N, H = s.F / 2;
+  const Product products[] = {{"fc1_fwd", false, true, M, F, D},
+                              {"fc1_dx", false, false, M, D, F},
+                              {"fc1_dw", true, false, F, D, M},
+                              {"sgu_image", false, false, N, H, N}};
+  for (const Product& p : products)
+    for (const bool ours : {false, true}) {
+      if (ours && !gemm::available()) continue;
+      for (const int threads : {1, 2}) {
+        const std::string name =
+            cat("matmul/", s.name, "/", p.name, "/", ours ? "gemm" : "onednn", "/threads:", threads);
+        benchmark::RegisterBenchmark(
+            name.c_str(),
+            [=](benchmark::State& st) {
+              set_threads(threads);
+              Buffers b;
+              const float* A = b.uniform(p.M * p.K);
+              const float* B = b.uniform(p.K * p.N);
+              float* C = b.fill(p.M * p.N, 0);
+              const int64_t lda = p.ta ? p.M : p.K, ldb = p.tb ? p.K : p.N;
+              auto call = [&] {
+                if (ours)
+                  gemm::sgemm(p.ta, p.tb, p.M, p.N, p.K, A, lda, B, ldb, false, C, p.N);
+                else
+                  dnnl_sgemm(p.ta ? 'T' : 'N', p.tb ? 'T' : 'N', p.M, p.N, p.K, 1.f, A, lda, B, ldb, 0.f, C, p.N);
+              };
+              call();
+              for (auto _ : st) call();
+              st.counters["FLOP"] =
+                  benchmark::Counter(2.0 * p.M * p.N * p.K, benchmark::Counter::kIsIterationInvariantRate);
+            })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+}
+
 }  // namespace
 }  // namespace gmlp
 
@@ -416,6 +466,7 @@ int main(int argc, char** argv) {
   using namespace gmlp;
   for (const Shape& s : shapes()) {
     register_heavy(s);
+    if (!s.text) register_matmul(s);
     if (s.text)
       register_text(s);
     else
