@@ -257,7 +257,8 @@ void register_heavy(const Shape& s) {
   const int64_t C = s.cnn_C, Sc = s.cnn_S;
   const int64_t chunk = std::clamp<int64_t>(std::max(B * C / (9 * C), (128 + Sc * Sc - 1) / (Sc * Sc)), 1, B);
   const ConvShape cs{chunk, C, Sc, Sc, C, 3, 1, 1};
-  const int64_t nx = cs.B * cs.Cin * cs.Hi * cs.Wi, nw = cs.Cout * cs.col_rows(), ny = cs.B * cs.Cout * cs.Ho() * cs.Wo();
+  const int64_t nx = cs.B * cs.Cin * cs.Hi * cs.Wi, nw = cs.Cout * cs.col_rows(),
+                ny = cs.B * cs.Cout * cs.Ho() * cs.Wo();
   const double conv_flops = 2.0 * ny * cs.col_rows();
   add_both("conv2d", s, "fwd", conv_flops, kF * (nx + nw + ny), [=](Buffers& b, bool ref) -> Call {
     float *y = b.fill(ny, 0), *x = b.uniform(nx), *w = b.uniform(nw, -0.1f, 0.1f), *col = b.fill(cs.col_size(), 0);
