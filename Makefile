@@ -72,7 +72,7 @@ test: deps-python build
 SANITIZE_SKIP := ^(package_.*|interop_timm|docs)$$
 test-sanitize: deps-python
 	@[ -f $(SANITIZE_BUILD)/CMakeCache.txt ] || cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DGMLP_SANITIZE=address,undefined -DGMLP_PYTHON=$(VENV_PYTHON) -DGMLP_BUILD_EXAMPLES=OFF $(CCACHE) >/dev/null
+	  -DGMLP_SANITIZE=address,undefined -DGMLP_PYTHON=$(VENV_PYTHON) $(CCACHE) >/dev/null
 	@cmake --build $(SANITIZE_BUILD) -j $(JOBS)
 	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -E '$(SANITIZE_SKIP)'
