@@ -21,9 +21,6 @@ namespace {
 // thread's A block (96 KiB) sits in L2.
 constexpr int64_t kKC = 256, kMC = 96, kNC = 3072;
 static_assert(kMC % kMR == 0);
-// Products with at most this many multiply-adds run on one thread: waking the others costs more
-// than they save (the same threshold matmul.cpp used for oneDNN's sgemm).
-constexpr int64_t kSerialProduct = int64_t(1) << 20;
 
 struct Isa {
   Kernel kernel = nullptr;

@@ -10,6 +10,14 @@
 
 namespace gmlp::gemm {
 
+// f32 products with at most this many multiply-adds (about 25 µs on one Zen 3 core) run
+// single-threaded, here and in oneDNN's sgemm (core/matmul.cpp). At 2^22 every product of a
+// batch-1 inference on fmnist-s and cifar-s (49 or 64 rows) ran on one thread. At 2^20 their fc1
+// and fc2 use both, and batch 1 went from 720–1,000 to 1,390–1,440 images/s on fmnist-s and from
+// 670–720 to 820–1,040 on cifar-s (three paired runs each on an AVX2 Zen 3, oneDNN's sgemm). The
+// channel products of training and batched inference on the bench presets all exceed 2^22.
+inline constexpr int64_t kSerialProduct = int64_t(1) << 20;
+
 // Whether this CPU has a kernel (AVX2 with FMA, or AVX-512); without one sgemm must not be called.
 bool available();
 // The kernel sgemm runs here: "avx512", "avx2" or "none".

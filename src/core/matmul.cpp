@@ -13,6 +13,7 @@
 #include "core/bf16.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/gemm.h"
 #include "core/write.h"
 
 namespace gmlp {
@@ -20,13 +21,6 @@ namespace gmlp {
 namespace {
 
 Precision g_precision = Precision::f32;
-// f32 products with at most this many multiply-adds (about 25 µs on one Zen 3 core) run
-// single-threaded. At 2^22 every product of a batch-1 inference on fmnist-s and cifar-s (49 or 64
-// rows) ran on one thread. At 2^20 their fc1 and fc2 use both, and batch 1 went from 720–1,000
-// to 1,390–1,440 images/s on fmnist-s and from 670–720 to 820–1,040 on cifar-s (three paired
-// runs each on an AVX2 Zen 3). The channel products of training and batched inference on the
-// bench presets all exceed 2^22 and are unchanged.
-constexpr int64_t kSerialProduct = int64_t(1) << 20;
 
 struct Key {
   bool ta, tb;
@@ -201,7 +195,7 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     // A product too small to pay for waking the other threads runs on this one.
     const int threads = omp_get_max_threads();
     if (split_k_pays(trans_a, trans_b, M, N, K, threads)) return matmul_split_k(M, N, K, A, lda, B, ldb, beta, C, ldc);
-    const bool serial = M * N * K <= kSerialProduct && threads > 1;
+    const bool serial = M * N * K <= gemm::kSerialProduct && threads > 1;
     if (serial) omp_set_num_threads(1);
     const dnnl_status_t st =
         dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
