@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -15,10 +16,11 @@ namespace gmlp::gemm {
 
 namespace {
 
-// Blocking (Goto/BLIS): a KC-deep slice of op(B), KC × NC, is packed into NR-wide panels shared by
-// the threads; each thread packs MC × KC of op(A) into MR-row panels of its own and runs the
-// kernel over every (A panel, B panel) pair. KC × NR of B (16 KiB at NR 16) stays in L1 while a
-// thread's A block (96 KiB) sits in L2.
+// Blocking (Goto/BLIS): a KC-deep slice of op(B), KC × NC, is packed into NR-wide panels, and
+// MC × KC of op(A) into MR-row panels; the kernel runs over every (A panel, B panel) pair. KC × NR
+// of B (16 KiB at NR 16) stays in L1 while the A block (96 KiB) sits in L2. With threads, each
+// takes a block of C and runs all of this on it alone, with its own buffers: no barrier, no shared
+// state, and the same tile grid and sums as one thread, so the same bits.
 constexpr int64_t kKC = 256, kMC = 96, kNC = 3072;
 static_assert(kMC % kMR == 0);
 
@@ -72,6 +74,16 @@ struct View {
 void pack_a(float* dst, View a, int64_t rows, int64_t kc) {
   for (int64_t t = 0; t < rows; t += kMR, dst += kMR * kc) {
     const int64_t n = std::min<int64_t>(kMR, rows - t);
+    if (n == kMR && a.cs == 1) {  // rows contiguous along k
+      pack_a_rows_avx2(dst, a.p + t * a.rs, a.rs, kc);
+      continue;
+    }
+    if (n == kMR && a.rs == 1) {  // columns contiguous: kMR consecutive floats per k
+      for (int64_t k = 0; k < kc; ++k)
+#pragma GCC unroll 8
+        for (int i = 0; i < kMR; ++i) dst[k * kMR + i] = a.p[k * a.cs + t + i];
+      continue;
+    }
     for (int64_t k = 0; k < kc; ++k) {
       float* d = dst + k * kMR;
       for (int64_t i = 0; i < n; ++i) d[i] = a.at(t + i, k);
@@ -82,10 +94,12 @@ void pack_a(float* dst, View a, int64_t rows, int64_t kc) {
 
 // Depth [0, kc) × columns [0, cols) of op(B), cols ≤ NR, as one panel b[k·NR + j], zero beyond.
 void pack_b(float* dst, View b, int64_t kc, int64_t cols, int64_t nr) {
+  if (b.rs == 1 && cols == nr) return pack_b_transposed_avx2(dst, b.p, b.cs, kc, nr);  // columns along k
   for (int64_t k = 0; k < kc; ++k) {
     float* d = dst + k * nr;
-    if (b.cs == 1 && cols == nr) {
-      std::memcpy(d, b.p + k * b.rs, size_t(nr) * sizeof(float));
+    if (b.cs == 1 && cols == nr) {  // nr (16 or 32) floats, in copies of a size known here, so inlined
+      const float* src = b.p + k * b.rs;
+      for (int64_t j = 0; j < nr; j += 16) std::memcpy(d + j, src + j, 16 * sizeof(float));
       continue;
     }
     for (int64_t j = 0; j < cols; ++j) d[j] = b.at(k, j);
@@ -118,50 +132,56 @@ void macro(const Isa& isa, int64_t rows, int64_t nc, int64_t kc, const float* ap
   }
 }
 
+// The product with op(A), op(B) and C as strided views; every thread runs `block` on its own part.
 struct Problem {
-  int64_t M, N, K;
+  int64_t K;
   View a, b;
   bool accumulate;
   float* C;
   int64_t ldc;
-  int64_t mc;    // rows of A a thread packs at a time
-  bool by_rows;  // threads take blocks of rows; otherwise (few rows) ranges of column panels
-  float* bp;     // the shared packed B
 };
 
-void body(const Problem& p, int tid, int threads) {
-  const Isa& k = isa();
-  thread_local Buffer a_buffer;
-  const int64_t a_rows = p.by_rows ? p.mc : round_up(p.M, kMR);
-  float* ap = a_buffer.get(a_rows * std::min(p.K, kKC));
-  const int64_t m_blocks = (p.M + p.mc - 1) / p.mc;
-  for (int64_t jc = 0; jc < p.N; jc += kNC) {
-    const int64_t nc = std::min(kNC, p.N - jc), panels = (nc + k.nr - 1) / k.nr;
+// C[i0, i1) × [j0, j1) on the calling thread.
+void block(const Isa& k, const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  thread_local Buffer a_buffer, b_buffer;
+  const int64_t M = i1 - i0, N = j1 - j0;
+  // Rows that fit one A block take each B panel straight from packing to use, while it is in
+  // L1; otherwise a whole KC × NC slice of B is packed for the A blocks to share.
+  const bool one_block = M <= kMC;
+  float* ap = a_buffer.get(round_up(std::min(M, kMC), kMR) * std::min(p.K, kKC));
+  float* bp = b_buffer.get(std::min(p.K, kKC) * (one_block ? k.nr : round_up(std::min(N, kNC), k.nr)));
+  for (int64_t jc = j0; jc < j1; jc += kNC) {
+    const int64_t nc = std::min(kNC, j1 - jc);
     for (int64_t pc = 0; pc < p.K; pc += kKC) {
       const int64_t kc = std::min(kKC, p.K - pc);
       const bool accumulate = p.accumulate || pc > 0;
-      for (int64_t q = tid; q < panels; q += threads)
-        pack_b(p.bp + q * k.nr * kc, View{p.b.p + pc * p.b.rs + (jc + q * k.nr) * p.b.cs, p.b.rs, p.b.cs}, kc,
-               std::min(k.nr, nc - q * k.nr), k.nr);
-      if (threads > 1) {
-#pragma omp barrier
-      }
-      if (p.by_rows) {
-        for (int64_t ib = m_blocks * tid / threads; ib < m_blocks * (tid + 1) / threads; ++ib) {
-          const int64_t i0 = ib * p.mc, rows = std::min(p.mc, p.M - i0);
-          pack_a(ap, View{p.a.p + i0 * p.a.rs + pc * p.a.cs, p.a.rs, p.a.cs}, rows, kc);
-          macro(k, rows, nc, kc, ap, p.bp, p.C + i0 * p.ldc + jc, p.ldc, accumulate, 0, nc);
+      auto b_panel = [&](int64_t j) {  // columns [j, j + nr) of this slice of op(B)
+        return View{p.b.p + pc * p.b.rs + (jc + j) * p.b.cs, p.b.rs, p.b.cs};
+      };
+      auto a_rows = [&](int64_t i) { return View{p.a.p + i * p.a.rs + pc * p.a.cs, p.a.rs, p.a.cs}; };
+      if (one_block) {
+        pack_a(ap, a_rows(i0), M, kc);
+        for (int64_t j = 0; j < nc; j += k.nr) {
+          const int64_t cols = std::min(k.nr, nc - j);
+          pack_b(bp, b_panel(j), kc, cols, k.nr);
+          macro(k, M, cols, kc, ap, bp, p.C + i0 * p.ldc + jc + j, p.ldc, accumulate, 0, cols);
         }
-      } else {
-        pack_a(ap, View{p.a.p + pc * p.a.cs, p.a.rs, p.a.cs}, p.M, kc);
-        const int64_t q0 = panels * tid / threads, q1 = panels * (tid + 1) / threads;
-        macro(k, p.M, nc, kc, ap, p.bp, p.C + jc, p.ldc, accumulate, q0 * k.nr, std::min(nc, q1 * k.nr));
+        continue;
       }
-      if (threads > 1) {
-#pragma omp barrier
+      for (int64_t j = 0; j < nc; j += k.nr) pack_b(bp + j * kc, b_panel(j), kc, std::min(k.nr, nc - j), k.nr);
+      for (int64_t ic = i0; ic < i1; ic += kMC) {
+        const int64_t rows = std::min(kMC, i1 - ic);
+        pack_a(ap, a_rows(ic), rows, kc);
+        macro(k, rows, nc, kc, ap, bp, p.C + ic * p.ldc + jc, p.ldc, accumulate, 0, nc);
       }
     }
   }
+}
+
+// [lo, hi) of the part t of `threads` of n items cut at multiples of `unit`.
+std::pair<int64_t, int64_t> share(int64_t n, int64_t unit, int t, int threads) {
+  const int64_t units = (n + unit - 1) / unit;
+  return {std::min(n, units * t / threads * unit), std::min(n, units * (t + 1) / threads * unit)};
 }
 
 }  // namespace
@@ -179,27 +199,19 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
   }
   const Isa& k = isa();
   GMLP_CHECK(k.kernel != nullptr);
-  int threads = omp_in_parallel() || M * N * K <= kSerialProduct ? 1 : omp_get_max_threads();
-  Problem p{M,
-            N,
-            K,
-            View{A, trans_a ? 1 : lda, trans_a ? lda : 1},
-            View{B, trans_b ? 1 : ldb, trans_b ? ldb : 1},
-            accumulate,
-            C,
-            ldc,
-            kMC,
-            true,
-            nullptr};
-  if (threads > 1) {
-    p.mc = std::min(kMC, round_up((M + threads - 1) / threads, kMR));
-    p.by_rows = (M + p.mc - 1) / p.mc >= threads;
-  }
-  thread_local Buffer b_buffer;  // the caller's: shared by the team it starts
-  p.bp = b_buffer.get(std::min(K, kKC) * round_up(std::min(N, kNC), k.nr));
-  if (threads == 1) return body(p, 0, 1);
+  const int threads = omp_in_parallel() || M * N * K <= kSerialProduct ? 1 : omp_get_max_threads();
+  const Problem p{
+      K,  View{A, trans_a ? 1 : lda, trans_a ? lda : 1}, View{B, trans_b ? 1 : ldb, trans_b ? ldb : 1}, accumulate, C,
+      ldc};
+  if (threads == 1) return block(k, p, 0, M, 0, N);
+  // Threads split the longer side of C, so that the operand each of them packs again is the
+  // smaller one.
+  const bool by_rows = M >= N;
 #pragma omp parallel num_threads(threads)
-  body(p, omp_get_thread_num(), omp_get_num_threads());
+  {
+    const auto [lo, hi] = share(by_rows ? M : N, by_rows ? kMR : k.nr, omp_get_thread_num(), omp_get_num_threads());
+    if (lo < hi) by_rows ? block(k, p, lo, hi, 0, N) : block(k, p, 0, M, lo, hi);
+  }
 }
 
 }  // namespace gmlp::gemm

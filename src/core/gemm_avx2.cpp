@@ -1,4 +1,4 @@
-// gemm_kernel.h's tile for AVX2 + FMA (this file is compiled with -mavx2 -mfma).
+// gemm_kernel.h's tile and packing for AVX2 + FMA (this file is compiled with -mavx2 -mfma).
 #include <immintrin.h>
 
 #include "core/gemm_kernel.h"
@@ -17,7 +17,55 @@ struct Avx2 {
   static type add(type a, type b) { return _mm256_add_ps(a, b); }
 };
 static_assert(2 * Avx2::width == kNRAvx2);
+
+// r[q][p] ← r[p][q]: the 8 × 8 block held by eight registers, transposed.
+inline void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int q = 0; q < 8; q += 2)
+    t[q] = _mm256_unpacklo_ps(r[q], r[q + 1]), t[q + 1] = _mm256_unpackhi_ps(r[q], r[q + 1]);
+  for (int q = 0; q < 8; q += 4) {
+    u[q] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm256_permute2f128_ps(u[q], u[q + 4], 0x20);
+    r[q + 4] = _mm256_permute2f128_ps(u[q], u[q + 4], 0x31);
+  }
+}
 }  // namespace
+
+void pack_b_transposed_avx2(float* dst, const float* src, int64_t ld, int64_t kc, int64_t nr) {
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8)
+    for (int64_t j = 0; j < nr; j += 8) {
+      __m256 r[8];
+      for (int q = 0; q < 8; ++q) r[q] = _mm256_loadu_ps(src + (j + q) * ld + k);
+      transpose8(r);
+      for (int q = 0; q < 8; ++q) _mm256_storeu_ps(dst + (k + q) * nr + j, r[q]);
+    }
+  for (; k < kc; ++k)
+    for (int64_t j = 0; j < nr; ++j) dst[k * nr + j] = src[j * ld + k];
+}
+
+void pack_a_rows_avx2(float* dst, const float* src, int64_t ld, int64_t kc) {
+  static_assert(kMR == 6);
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8) {
+    __m256 r[8];
+    for (int i = 0; i < kMR; ++i) r[i] = _mm256_loadu_ps(src + i * ld + k);
+    r[6] = r[7] = _mm256_setzero_ps();
+    transpose8(r);
+    for (int q = 0; q < 8; ++q) {  // the first six lanes of each
+      float* d = dst + (k + q) * kMR;
+      _mm_storeu_ps(d, _mm256_castps256_ps128(r[q]));
+      _mm_storel_pi(reinterpret_cast<__m64*>(d + 4), _mm256_extractf128_ps(r[q], 1));
+    }
+  }
+  for (; k < kc; ++k)
+    for (int i = 0; i < kMR; ++i) dst[k * kMR + i] = src[i * ld + k];
+}
 
 void tile_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
   tile<Avx2>(kc, a, b, c, ldc, accumulate);

@@ -16,6 +16,10 @@ template <class V>
 inline void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
   constexpr int W = V::width;
   typename V::type s[kMR][2];
+  // The tile of C is written at the end; asking for its lines now hides their miss behind the sum.
+#pragma GCC unroll 6
+  for (int i = 0; i < kMR; ++i)
+    __builtin_prefetch(c + i * ldc, 1, 3), __builtin_prefetch(c + i * ldc + 2 * W - 1, 1, 3);
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i) s[i][0] = V::zero(), s[i][1] = V::zero();
   for (int64_t k = 0; k < kc; ++k) {
@@ -35,6 +39,13 @@ inline void tile(int64_t kc, const float* a, const float* b, float* c, int64_t l
     V::store(row + W, s[i][1]);
   }
 }
+
+// Packing a panel from a matrix stored the other way round, by 8 × 8 transposes in registers
+// (gemm_avx2.cpp; used on AVX-512 CPUs too, which all have AVX2).
+// B: dst[k·nr + j] = src[j·ld + k] for k < kc, j < nr (a multiple of 8).
+void pack_b_transposed_avx2(float* dst, const float* src, int64_t ld, int64_t kc, int64_t nr);
+// A: dst[k·MR + i] = src[i·ld + k] for i < MR, k < kc.
+void pack_a_rows_avx2(float* dst, const float* src, int64_t ld, int64_t kc);
 
 // The kernels of gemm_avx2.cpp and gemm_avx512.cpp, and their tile widths NR.
 void tile_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);

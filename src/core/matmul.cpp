@@ -100,6 +100,21 @@ bool cpu_has_bf16() {
 
 namespace {
 
+// The f32 product: gmlp's own (core/gemm.h) where the CPU has AVX2 or AVX-512, which allocates
+// nothing once a shape has been seen and starts no nested team; oneDNN's sgemm otherwise.
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+           int64_t ldb, bool accumulate, float* C, int64_t ldc) {
+  if (gemm::available()) return gemm::sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+  // A product too small to pay for waking the other threads runs on this one, as gemm's.
+  const int threads = omp_get_max_threads();
+  const bool serial = M * N * K <= gemm::kSerialProduct && threads > 1;
+  if (serial) omp_set_num_threads(1);
+  const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, 1.f, A, lda, B, ldb,
+                                      accumulate ? 1.f : 0.f, C, ldc);
+  if (serial) omp_set_num_threads(threads);
+  GMLP_CHECK(st == dnnl_success);
+}
+
 // C = op(A)·op(B) (+ C) in bf16 × bf16 → f32 by a oneDNN matmul primitive, created on first use
 // of a shape and cached. A, B are bf16 (uint16) matrices; strides describe them as stored.
 void run_primitive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
@@ -134,9 +149,10 @@ void run_primitive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
 }
 
 // f32 C = A·Bᵀ (+ C) for a small output and a long sum: the spatial weight gradient dW = dg·v̂ᵀ
-// of the gating unit (N × N, K = batch × channels). oneDNN's sgemm splits this shape across
-// threads badly (196 × 196 × 3072 measured at 78 GFLOP/s on two threads, 85 on one), and the
-// rows it reads, K floats apart, map to the same cache sets. Here each thread takes whole
+// of the gating unit (N × N, K = batch × channels). A single product splits this shape across
+// threads badly (196 × 196 × 3072 measured at 78 GFLOP/s on two threads with oneDNN's sgemm, 85
+// on one; about 100 with core/gemm.h), and the rows it reads, K floats apart, map to the same
+// cache sets. Here each thread takes whole
 // chunks of kChunk columns, copies its rows of A and B densely, multiplies them single-threaded
 // into its own M × N sum, and the sums are added at the end (in thread order: deterministic
 // for a given thread count). Measured on the same shape: 160 GFLOP/s on two threads.
@@ -164,7 +180,7 @@ void matmul_split_k(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda
       const int64_t k0 = c * kChunk, w = std::min(kChunk, K - k0);
       for (int64_t i = 0; i < M; ++i) std::memcpy(&a[i * w], A + i * lda + k0, w * sizeof(float));
       for (int64_t j = 0; j < N; ++j) std::memcpy(&b[j * w], B + j * ldb + k0, w * sizeof(float));
-      GMLP_CHECK(dnnl_sgemm('N', 'T', M, N, w, 1.f, a.data(), w, b.data(), w, sum_beta, sum, N) == dnnl_success);
+      sgemm(false, true, M, N, w, a.data(), w, b.data(), w, sum_beta != 0.f, sum, N);
       sum_beta = 1.f;
     }
     if (sum_beta == 0.f) std::fill(sum, sum + M * N, 0.f);  // more threads than chunks
@@ -191,17 +207,9 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     return;
   }
   if (g_precision == Precision::f32) {
-    // oneDNN's sgemm measured faster than a cached f32 primitive on our shapes, small and large.
-    // A product too small to pay for waking the other threads runs on this one.
-    const int threads = omp_get_max_threads();
-    if (split_k_pays(trans_a, trans_b, M, N, K, threads)) return matmul_split_k(M, N, K, A, lda, B, ldb, beta, C, ldc);
-    const bool serial = M * N * K <= gemm::kSerialProduct && threads > 1;
-    if (serial) omp_set_num_threads(1);
-    const dnnl_status_t st =
-        dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
-    if (serial) omp_set_num_threads(threads);
-    GMLP_CHECK(st == dnnl_success);
-    return;
+    if (split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()))
+      return matmul_split_k(M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc);
   }
   // bf16: round both operands into dense scratch copies, then the bf16 × bf16 → f32 primitive.
   Engine& e = engine();
