@@ -1,7 +1,10 @@
-/* Counts heap allocations from outside: LD_PRELOAD=alloc_counter.so gmlp ... prints
- * "allocations N" on stderr at exit. Every entry point that returns new memory is counted
- * (malloc, calloc, realloc, posix_memalign, aligned_alloc, memalign, valloc), whoever calls it:
- * gmlp, libstdc++'s operator new, oneDNN, libgomp. Used by bench/alloc_per_step.sh. */
+/* Counts heap allocations: every entry point that returns new memory (malloc, calloc, realloc,
+ * posix_memalign, aligned_alloc, memalign, valloc), whoever calls it: gmlp, libstdc++'s operator
+ * new, oneDNN, libgomp. Two uses:
+ *  - from outside, LD_PRELOAD=alloc_counter.so gmlp ..., which prints "allocations N" on stderr at
+ *    exit (bench/alloc_per_step.sh);
+ *  - linked into a test program, which reads the count with gmlp_allocations() (tests/alloc_test.cpp)
+ *    and sets GMLP_ALLOC_QUIET to keep the exit line out of its output. */
 #define _GNU_SOURCE
 #include <stdatomic.h>
 #include <stdio.h>
@@ -27,6 +30,8 @@ int posix_memalign(void** p, size_t a, size_t n) {
   return *p || n == 0 ? 0 : 12; /* ENOMEM */
 }
 
+long gmlp_allocations(void) { return atomic_load(&count); }
+
 __attribute__((destructor)) static void report(void) {
-  fprintf(stderr, "allocations %ld\n", (long)atomic_load(&count));
+  if (!getenv("GMLP_ALLOC_QUIET")) fprintf(stderr, "allocations %ld\n", (long)atomic_load(&count));
 }

@@ -28,7 +28,7 @@ cc -O2 -shared -fPIC "$(dirname "$0")/alloc_counter.c" -o "$work/alloc_counter.s
 
 count() {  # preset, images → allocations of the whole run
   LD_PRELOAD=$work/alloc_counter.so "$gmlp" train --preset "$1" --train-limit "$2" --epochs 1 --batch-size 64 \
-    --threads "$threads" --eval-limit 256 --out "$work/run" --overwrite 2>&1 >/dev/null |
+    --threads "$threads" --eval-limit 256 --out "$work/run-$1-$2" 2>&1 >/dev/null |
     awk '/^allocations / {print $2}'
 }
 

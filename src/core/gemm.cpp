@@ -148,8 +148,10 @@ void block(const Isa& k, const Problem& p, int64_t i0, int64_t i1, int64_t j0, i
   // Rows that fit one A block take each B panel straight from packing to use, while it is in
   // L1; otherwise a whole KC × NC slice of B is packed for the A blocks to share.
   const bool one_block = M <= kMC;
-  float* ap = a_buffer.get(round_up(std::min(M, kMC), kMR) * std::min(p.K, kKC));
-  float* bp = b_buffer.get(std::min(p.K, kKC) * (one_block ? k.nr : round_up(std::min(N, kNC), k.nr)));
+  // Buffers of the largest block, not of this product's: products whose shapes vary from call to
+  // call (the masked-token head's rows) then allocate nothing after the first.
+  float* ap = a_buffer.get(kMC * kKC);
+  float* bp = b_buffer.get(kKC * (one_block ? k.nr : kNC));
   for (int64_t jc = j0; jc < j1; jc += kNC) {
     const int64_t nc = std::min(kNC, j1 - jc);
     for (int64_t pc = 0; pc < p.K; pc += kKC) {

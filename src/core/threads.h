@@ -2,6 +2,8 @@
 // OpenMP runtime, so one setting governs both).
 #pragma once
 
+#include <cstdint>
+
 namespace gmlp {
 
 // The CPUs this process may run on (sched_getaffinity: taskset and container limits shrink it).
@@ -16,5 +18,19 @@ inline constexpr int kMaxThreads = 1024;
 // available_cpus() are allowed here (tests compare 1 and 2 threads on any machine).
 void set_threads(int n);
 int num_threads();
+
+// Runs f(i) for every i in [0, n): shared by the threads of a new parallel region when
+// `parallel`, on the calling thread otherwise. Use it for `#pragma omp parallel for if (cond)`:
+// with the condition false, libgomp still starts (and allocates) a team of one thread, a heap
+// allocation per call that a training step must not make.
+template <class F>
+void parallel_for_if(bool parallel, int64_t n, const F& f) {
+  if (parallel) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) f(i);
+  } else {
+    for (int64_t i = 0; i < n; ++i) f(i);
+  }
+}
 
 }  // namespace gmlp

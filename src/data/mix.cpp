@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/threads.h"
 
 namespace gmlp::data {
 namespace {
@@ -59,16 +60,15 @@ void mixup_images(float* images, int B, int C, int S, double lam) {
   GMLP_CHECK(B > 0 && lam >= 0 && lam <= 1);
   const int64_t n = int64_t(C) * S * S;
   const float a = float(lam), b = float(1.0 - lam);
-#pragma omp parallel for schedule(static) if (int64_t(B) * n >= (int64_t(1) << 18))
-  for (int i = 0; i < (B + 1) / 2; ++i) {
-    float* xi = images + int64_t(i) * n;
+  parallel_for_if(int64_t(B) * n >= (int64_t(1) << 18), (B + 1) / 2, [&](int64_t i) {
+    float* xi = images + i * n;
     float* xj = images + int64_t(B - 1 - i) * n;
     for (int64_t p = 0; p < n; ++p) {
       const float vi = xi[p], vj = xj[p];
       xi[p] = a * vi + b * vj;
       xj[p] = a * vj + b * vi;  // for the middle of an odd batch, xj == xi: same value again
     }
-  }
+  });
 }
 
 void cutmix_images(float* images, int B, int C, int S, const PixelBox& box) {

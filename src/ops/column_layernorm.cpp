@@ -44,7 +44,11 @@ void column_layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T*
   //  =>  dx = r · (dx̂ - (Σ dx̂ + x̂ · Σ dx̂·x̂) / N),  dx̂ = dy·γ;  dγ += Σ dy·x̂;  dβ += Σ dy
   // dγ, dβ: each chunk's row sums into a slot of its own, then added chunk by chunk.
   const int64_t chunks = (cols + kChunk - 1) / kChunk;
-  std::vector<T> dg(size_t(chunks * N), T(0)), db(size_t(chunks * N), T(0));
+  thread_local std::vector<T> sums;  // dγ's then dβ's slots; grows once, no allocation per step
+  if (sums.size() < size_t(2 * chunks * N)) sums.resize(size_t(2 * chunks * N));
+  T* const dg = sums.data();  // the calling thread's buffer, shared with the team below
+  T* const db = dg + chunks * N;
+  std::fill(dg, dg + 2 * chunks * N, T(0));
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < chunks; ++k) {
     const int64_t c0 = k * kChunk, c1 = std::min(cols, c0 + kChunk);

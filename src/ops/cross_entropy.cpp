@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/threads.h"
 #include "ops/softmax.h"
 
 namespace gmlp {
@@ -14,18 +15,19 @@ T cross_entropy_forward(T* probs, const T* logits, const int32_t* labels, int64_
   for (int64_t b = 0; b < B; ++b) GMLP_CHECK(labels[b] >= 0 && labels[b] < K);
   // Rows in parallel (a vocabulary's worth of exps each), summed in row order: the same loss
   // whatever the thread count.
-  thread_local std::vector<double> row_loss;  // grows once: no allocation per step
-  row_loss.resize(size_t(B));
+  // Grows to the largest batch seen, by at least 1,024 rows at a time: batches whose size varies
+  // from step to step (the masked-token head's chunks) do not allocate again and again.
+  thread_local std::vector<double> row_loss;
+  if (row_loss.size() < size_t(B)) row_loss.resize(std::max(size_t(B), row_loss.size() + 1024));
   double* rows = row_loss.data();  // this thread's buffer, shared with the team below
-#pragma omp parallel for schedule(static) if (B * K > 65536)
-  for (int64_t b = 0; b < B; ++b) {
+  parallel_for_if(B * K > 65536, B, [&](int64_t b) {
     const T* lb = logits + b * K;
     const SoftmaxRow r = softmax_row(probs + b * K, lb, K);
     // -Σ q_k log p_k with log p_k = (l_k - mx) - lse
     const double nll = r.lse - (double(lb[labels[b]]) - r.max);
     const double smooth = r.lse - r.sum_shift / double(K);
     rows[b] = (1.0 - smoothing) * nll + smoothing * smooth;
-  }
+  });
   double total = 0;
   for (int64_t b = 0; b < B; ++b) total += rows[b];
   return T(total / double(B));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/matmul.h"
+#include "core/threads.h"
 
 namespace gmlp {
 
@@ -26,11 +27,10 @@ void column_sum_add(T* db, const T* dy, int64_t ldy, int64_t M, int64_t C) {
   // partial sums, so the inner loop streams and vectorises (a loop down each column strided by
   // ldy did neither, and was 5x slower on fc1's bias). The partials are added in block order.
   const int64_t parts = M * C < (int64_t(1) << 15) ? 1 : omp_get_max_threads();
-  thread_local std::vector<T> partial;
-  if (partial.size() < size_t(parts * C)) partial.resize(size_t(parts * C));
+  thread_local std::vector<T> partial;  // room for every thread's, whatever `parts` this call takes
+  if (partial.size() < size_t(omp_get_max_threads() * C)) partial.resize(size_t(omp_get_max_threads() * C));
   T* const partials = partial.data();  // the calling thread's buffer (thread_local: name it here)
-#pragma omp parallel for schedule(static) num_threads(int(parts))
-  for (int64_t p = 0; p < parts; ++p) {
+  parallel_for_if(parts > 1, parts, [&](int64_t p) {
     T* acc = partials + p * C;
     std::fill(acc, acc + C, T(0));
     for (int64_t i = M * p / parts; i < M * (p + 1) / parts; ++i) {
@@ -38,7 +38,7 @@ void column_sum_add(T* db, const T* dy, int64_t ldy, int64_t M, int64_t C) {
 #pragma omp simd
       for (int64_t j = 0; j < C; ++j) acc[j] += row[j];
     }
-  }
+  });
   for (int64_t p = 0; p < parts; ++p) {
     const T* acc = partials + p * C;
 #pragma omp simd

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/matmul.h"
+#include "core/threads.h"
 #include "ops/layernorm.h"
 
 namespace gmlp {
@@ -92,14 +93,12 @@ void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gam
     T* gi = save ? g + img * N * H : sc.at(t, 1);
     T* mi = save ? mean + img * N : sc.at(t, 2);
     T* ri = save ? rstd + img * N : sc.at(t, 3);
-#pragma omp parallel for schedule(static) if (rows_shared)
-    for (int64_t n = 0; n < N; ++n) {
+    parallel_for_if(rows_shared, N, [&](int64_t n) {
       const int64_t r = n * B + img;  // its row in the token-major activations
       layernorm_row(vi + n * H, mi + n, ri + n, z + r * F + off, gamma, beta, H, eps);
-    }
+    });
     matmul<T>(false, false, N, H, N, W, N, vi, H, T(0), gi, H);  // g = W·v̂
-#pragma omp parallel for schedule(static) if (rows_shared)
-    for (int64_t n = 0; n < N; ++n) {
+    parallel_for_if(rows_shared, N, [&](int64_t n) {
       const int64_t r = n * B + img;
       const T bias = b[n];
       T* gr = gi + n * H;
@@ -134,7 +133,7 @@ void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gam
           }
           break;
       }
-    }
+    });
   });
 }
 

@@ -140,10 +140,12 @@ NspDocs nsp_documents(const Tokenizer& tok, text::Split split, bool any_book) {
   return out;
 }
 
-// The masked positions of labels[0..count) (flat b·N + n) and their labels.
+// The masked positions of labels[0..count) (flat b·N + n) and their labels. Room for all count
+// is kept from the first step, so a step that masks more than any before allocates nothing.
 void gather_masked(const int32_t* labels, int64_t count, std::vector<int64_t>& positions,
                    std::vector<int32_t>& targets) {
   positions.clear(), targets.clear();
+  positions.reserve(size_t(count)), targets.reserve(size_t(count));
   for (int64_t i = 0; i < count; ++i)
     if (labels[i] != text::kIgnoreLabel) positions.push_back(i), targets.push_back(labels[i]);
 }

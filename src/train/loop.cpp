@@ -1,6 +1,7 @@
 #include "train/loop.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <numeric>
@@ -31,6 +32,12 @@ uint64_t mix64(uint64_t z) {
 uint64_t item_key(uint64_t seed, int epoch, int64_t position) {
   return mix64(epoch_seed(seed, epoch) + 0x9E3779B97F4A7C15ull * uint64_t(position + 1));
 }
+
+namespace {
+std::atomic<StepObserver> g_step_observer{nullptr};
+}  // namespace
+
+void set_step_observer(StepObserver observer) { g_step_observer.store(observer); }
 
 TrainResult run_loop(Task& task, const RunOptions& opt, const nlohmann::json& options_json, RunDir& folder,
                      const RunFiles& files, ResumePoint start, const std::vector<double>& lr_scale) {
@@ -112,6 +119,7 @@ TrainResult run_loop(Task& task, const RunOptions& opt, const nlohmann::json& op
                       flops_per_step * double(s + 1) / train_seconds / 1e9);
       progress.update(step + 1, line);
       folder.check_stop(opt.epochs);
+      if (const StepObserver observe = g_step_observer.load()) observe(step + 1);
     }
     progress.finish();
     nlohmann::json m = task.evaluate();

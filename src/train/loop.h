@@ -121,6 +121,12 @@ struct ResumePoint {
   const RunState* state = nullptr;  // set when resuming
 };
 
+// Called at the end of every training step, with the steps done so far in the run, on the thread
+// that runs the loop (nullptr: none). For tests and tools that watch a step from outside: what
+// happens between two calls is one whole step, progress line included.
+using StepObserver = void (*)(int64_t steps_done);
+void set_step_observer(StepObserver observer);
+
 // Trains `task` from `start` to options.epochs in `folder`, committing every epoch; AdamW's
 // learning rate per parameter is lr times lr_scale's entry (empty: all 1). `options_json` is what
 // train_state records. Stops between two steps with gmlp::Interrupted on SIGINT or SIGTERM.
