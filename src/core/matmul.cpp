@@ -14,6 +14,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/gemm.h"
+#include "core/threads.h"
 #include "core/write.h"
 
 namespace gmlp {
@@ -62,13 +63,12 @@ dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, int64_t ld, bool tran
 
 // Rounds a stored (r×c, stride ld) float matrix into a dense bf16 one (stride c).
 void to_bf16(uint16_t* dst, const float* src, int64_t r, int64_t c, int64_t ld) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < r; ++i) {
+  parallel_for_if(!omp_in_parallel(), r, [&](int64_t i) {  // attention calls it inside a region
     const float* s = src + i * ld;
     uint16_t* d = dst + i * c;
 #pragma omp simd
     for (int64_t j = 0; j < c; ++j) d[j] = float_to_bf16(s[j]);
-  }
+  });
 }
 
 }  // namespace
