@@ -520,8 +520,31 @@ then ok "finetune next-verse keeps the next-sentence head; genre gets a new one"
 expect_error "pretrain --nsp on a text file" 1 "needs the KJV.*split line by line" -- \
   "$GMLP" pretrain --nsp --corpus "$WORK/corpus.txt" --out "$WORK/nspx"
 out=$("$GMLP" fill-mask --checkpoint "$LMCK" --top 3 "And God said, Let there be [MASK]: and there was [MASK].")
-[ "$(echo "$out" | grep -cE '^\[MASK\] [12]: .+ [0-9.]+, .+ [0-9.]+, .+ [0-9.]+$')" -eq 2 ] && ok "fill-mask prints the top 3 for each [MASK]" || bad "fill-mask: $out"
-expect_error "fill-mask without a mask" 1 "no \[MASK\]" -- "$GMLP" fill-mask --checkpoint "$LMCK" "no mask here"
+[ "$(echo "$out" | grep -cE '^  \[MASK\] [12] of 2$')" -eq 2 ] &&
+  [ "$(echo "$out" | grep -cE '^ +[01]\.[0-9]{3}  [^ ]+ +And God said, Let there be ')" -eq 6 ] && ! echo "$out" | grep -q $'\xe2\x96\x81' &&
+  ok "fill-mask prints the top 3 tokens of each [MASK] as text, with the filled-in sentence" || bad "fill-mask: $out"
+# --json: Hugging Face's fill-mask shapes (one text and one mask: a list; several masks: a list per
+# mask; several texts: a list per text), texts from stdin, the same figures as the text output.
+if printf 'In the beginning God created the [MASK].\n\nAnd God said, Let there be [MASK]: and there was [MASK].\n' |
+   "$GMLP" fill-mask --checkpoint "$LMCK" --top 2 --json >"$WORK/fill.json" &&
+   "$GMLP" fill-mask --checkpoint "$LMCK" --top 2 --json "In the beginning God created the [MASK]." >"$WORK/fill1.json" &&
+   python3 - "$WORK/fill.json" "$WORK/fill1.json" <<'PY'
+import json, sys
+both, one = (json.load(open(p)) for p in sys.argv[1:])
+assert len(both) == 2 and both[0] == one, "stdin's first text is the argument's"
+assert len(one) == 2 and all(set(f) == {"score", "token", "token_str", "sequence"} for f in one), one
+assert len(both[1]) == 2 and all(len(m) == 2 for m in both[1]), "a list of 2 per mask"
+for f in one:
+    assert 0 < f["score"] <= 1 and "\u2581" not in f["token_str"], f
+    assert f["sequence"] == "In the beginning God created the " + f["token_str"] + "." or not f["token_str"], f
+assert one[0]["score"] >= one[1]["score"]
+assert both[1][1][0]["sequence"].startswith("And God said, Let there be [MASK]: and there was"), both[1][1][0]
+PY
+then ok "fill-mask --json has the pipeline's shape, reads stdin"; else bad "fill-mask --json: $(cat "$WORK/fill.json" | head -5)"; fi
+expect_error "fill-mask without a mask" 1 "text 2 has no \[MASK\] to fill: 'no mask here'" -- \
+  "$GMLP" fill-mask --checkpoint "$LMCK" "a [MASK]" "no mask here"
+expect_error "fill-mask past the model's length" 1 "the text is [0-9]+ tokens with \[CLS\] and \[SEP\]; the model reads at most 32" -- \
+  "$GMLP" fill-mask --checkpoint "$LMCK" "$(printf 'and the light [MASK] %.0s' $(seq 20))"
 # A checkpoint of the other kind: one line naming the file, what it is and the commands it is for.
 expect_error "fill-mask on an image checkpoint" 1 \
   "'$CK' is an image classifier checkpoint \(gmlp train\), not a text model \(of gmlp pretrain or finetune\): use it with gmlp predict, eval or viz" -- \

@@ -4,17 +4,21 @@
 // (tests/reference/text_models.py, fixtures from make_fixtures.py).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
 #include "check.h"
 #include "core/error.h"
 #include "core/matmul.h"
 #include "core/threads.h"
+#include "gmlp/fill_mask.h"
 #include "io/safetensors.h"
 #include "nn/text_model.h"
 #include "ops/cross_entropy.h"
+#include "text/mlm.h"
 #include "text/tokenizer.h"
 #include "tolerances.h"
 #include "train/lm_trainer.h"
@@ -340,6 +344,68 @@ TEST_P(TextKind, InferencePlanAndSaveLoadGiveIdenticalLogits) {
   ck.model->encode(tc.ids.data(), tc.B);
   const float* after = ck.model->classify();
   for (int64_t i = 0; i < tc.B * K; ++i) ASSERT_EQ(after[i], before[i]) << "logit " << i;
+}
+
+// gmlp fill-mask (the public FillMask) and pretraining's evaluation see the same input: a text
+// with words masked gives, through FillMask, the same masked-token loss as the text packed as
+// pretraining packs it ([CLS] ... [SEP], padded), masked at those words and scored by mlm().
+TEST_P(TextKind, FillMaskGivesPretrainingsMaskedTokenLoss) {
+  // Seven words in random orders: a vocabulary of 28 holds each as one piece ("▁earth").
+  const char* vocabulary[] = {"and", "the", "earth", "was", "without", "form", "void"};
+  std::vector<std::string> lines;
+  Rng draw(5);
+  for (int i = 0; i < 300; ++i) {
+    std::string line;
+    for (int w = 0; w < 8; ++w) line += (w ? " " : "") + std::string(vocabulary[draw.below(7)]);
+    lines.push_back(line);
+  }
+  const std::string dir = ::testing::TempDir() + "gmlp_fill_" + GetParam();
+  std::filesystem::create_directories(dir);
+  const text::Tokenizer tok = text::Tokenizer::train(lines, dir + "/tok", 28);
+  TextCase tc(GetParam(), 1, 75, tok.vocab_size());
+  const std::string path = dir + "/checkpoint.safetensors";
+  save_text_checkpoint(path, tc.m, tok);
+  FillMask fill(path);
+  std::filesystem::remove_all(dir);
+
+  // The words that are one piece each, masked in the text, and their pieces' ids.
+  const std::string text = "the earth was without form";
+  std::string masked;
+  std::vector<int32_t> labels;
+  std::istringstream words(text);
+  for (std::string w; words >> w;) {
+    const std::vector<int32_t> ids = tok.encode(w);
+    const bool mask = ids.size() == 1 && labels.size() < 2;
+    if (mask) labels.push_back(ids[0]);
+    masked += (masked.empty() ? "" : " ") + (mask ? std::string("[MASK]") : w);
+  }
+  ASSERT_EQ(labels.size(), 2u) << "no two whole-word pieces to mask in '" << text << "'";
+
+  // FillMask: -log of each label's probability, every token asked for.
+  const int V = tok.vocab_size();
+  const std::vector<std::vector<MaskFill>> fills = fill.fill(masked, V);
+  ASSERT_EQ(fills.size(), labels.size());
+  double fill_loss = 0;
+  for (size_t m = 0; m < fills.size(); ++m)
+    for (const MaskFill& f : fills[m])
+      if (f.token == labels[m]) fill_loss -= std::log(double(f.score));
+
+  // Pretraining: the text packed, its label tokens masked, scored as evaluation scores.
+  const int64_t N = tc.m.config().seq_len;
+  std::vector<int32_t> seq = text::pack_sequences({tok.encode(text)}, int(N)).at(0);
+  std::vector<int64_t> positions;
+  for (int32_t label : labels)
+    for (int64_t p = 0; p < N; ++p)
+      if (seq[size_t(p)] == label && std::find(positions.begin(), positions.end(), p) == positions.end()) {
+        positions.push_back(p), seq[size_t(p)] = text::Tokenizer::kMask;
+        break;
+      }
+  ASSERT_EQ(positions.size(), labels.size());
+  tc.m.plan(1, Mode::infer);
+  tc.m.encode(seq.data(), 1);
+  const double eval_loss = tc.m.mlm(positions.data(), labels.data(), int64_t(labels.size()), false).loss_sum;
+  EXPECT_NEAR(fill_loss / double(labels.size()), eval_loss / double(labels.size()), 1e-5 * std::abs(eval_loss))
+      << "fill-mask's input differs from pretraining's";
 }
 
 // --layer-decay: with L blocks, blocks.<i>.* learns at decay^(L-i) times the rate, everything

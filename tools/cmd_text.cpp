@@ -2,11 +2,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "core/error.h"
 #include "core/profile.h"
 #include "core/threads.h"
+#include "gmlp/fill_mask.h"
 #include "text/tokenizer.h"
 #include "train/lm_trainer.h"
 
@@ -206,58 +209,64 @@ void add_text(CLI::App& app) {
   }
   {
     struct Args {
-      std::string checkpoint, text;
+      std::string checkpoint;
+      std::vector<std::string> texts;
       int top = 5, threads = 0;
+      bool json = false;
     };
     auto args = std::make_shared<Args>();
-    CLI::App* sub = app.add_subcommand("fill-mask", "Print the top predictions for each [MASK] in a text");
+    CLI::App* sub = app.add_subcommand("fill-mask", "Print the most probable tokens for each [MASK] in a text");
     sub->add_option("--checkpoint", args->checkpoint, "A text checkpoint (gmlp pretrain's or finetune's)")->required();
-    sub->add_option("text", args->text, "Text with one or more [MASK]")->required();
+    sub->add_option("texts", args->texts, "Texts with one or more [MASK] each (none: one text per line of stdin)");
     sub->add_option("--top", args->top, "Predictions per [MASK]")->check(at_least(1))->capture_default_str();
+    sub->add_flag("--json", args->json,
+                  "Print JSON in the shape of Hugging Face's fill-mask pipeline: per [MASK], a list of "
+                  "{score, token, token_str, sequence}");
     add_threads_option(*sub, args->threads);
     sub->callback([args] {
       set_threads(args->threads);
-      TextCheckpoint ck = load_text_checkpoint(args->checkpoint);
-      const text::Tokenizer& tok = *ck.tokenizer;
-      const int N = ck.config.seq_len, V = ck.config.vocab_size;
-      // [CLS] piece [MASK] piece ... [SEP], padded: the text between the masks is encoded as is.
-      std::vector<int32_t> ids = {text::Tokenizer::kCls};
-      const std::string mask = "[MASK]";
-      std::string rest = args->text;
-      std::vector<int64_t> positions;
-      for (size_t at; (at = rest.find(mask)) != std::string::npos; rest = rest.substr(at + mask.size())) {
-        for (int32_t id : tok.encode(rest.substr(0, at))) ids.push_back(id);
-        positions.push_back(int64_t(ids.size()));
-        ids.push_back(text::Tokenizer::kMask);
+      std::vector<std::string> texts = args->texts;
+      if (texts.empty())
+        for (std::string line; std::getline(std::cin, line);)
+          if (line.find_first_not_of(" \t\r") != std::string::npos) texts.push_back(line);
+      if (texts.empty()) fail("no text to fill: give texts as arguments or one per line on stdin");
+      FillMask model(args->checkpoint);
+      // Every text checked before any is run.
+      for (size_t i = 0; i < texts.size(); ++i) {
+        const std::string which = texts.size() > 1 ? cat("text ", i + 1) : std::string("the text");
+        if (texts[i].find("[MASK]") == std::string::npos) fail(which, " has no [MASK] to fill: '", texts[i], "'");
+        const int n = model.count_tokens(texts[i]);
+        if (n > model.max_tokens())
+          fail(which, " is ", n, " tokens with [CLS] and [SEP]; the model reads at most ", model.max_tokens(), ": '",
+               texts[i], "'");
       }
-      for (int32_t id : tok.encode(rest)) ids.push_back(id);
-      ids.push_back(text::Tokenizer::kSep);
-      if (positions.empty()) fail("the text has no [MASK] to fill");
-      if (int(ids.size()) > N)
-        fail("the text is ", ids.size(), " tokens with [CLS] and [SEP]; the model reads at most ", N);
-      ids.resize(size_t(N), text::Tokenizer::kPad);
-      ck.model->plan(1, Mode::infer);
-      ck.model->encode(ids.data(), 1);
-      for (size_t m = 0; m < positions.size(); m += size_t(TextModel<float>::kMlmChunk)) {
-        const int64_t count = std::min<int64_t>(TextModel<float>::kMlmChunk, int64_t(positions.size() - m));
-        const float* logits = ck.model->mlm_logits(positions.data() + m, count);
-        for (int64_t k = 0; k < count; ++k) {
-          const float* row = logits + k * V;
-          const float mx = *std::max_element(row, row + V);
-          double sum = 0;
-          for (int v = 0; v < V; ++v) sum += std::exp(double(row[v] - mx));
-          std::vector<int> order(static_cast<size_t>(V));
-          for (int v = 0; v < V; ++v) order[v] = v;
-          const int top = std::min(args->top, V);
-          std::partial_sort(order.begin(), order.begin() + top, order.end(),
-                            [&](int a, int b) { return row[a] > row[b]; });
-          std::printf("[MASK] %zu:", m + size_t(k) + 1);
-          for (int t = 0; t < top; ++t)
-            std::printf("%s %s %.3f", t ? "," : "", tok.id_to_piece(order[t]).c_str(),
-                        std::exp(double(row[order[t]] - mx)) / sum);
-          std::printf("\n");
+      nlohmann::json all = nlohmann::json::array();
+      for (const std::string& text : texts) {
+        const std::vector<std::vector<MaskFill>> masks = model.fill(text, args->top);
+        if (args->json) {
+          nlohmann::json per_mask = nlohmann::json::array();
+          for (const auto& fills : masks) {
+            nlohmann::json list = nlohmann::json::array();
+            for (const MaskFill& f : fills)
+              list.push_back(
+                  {{"score", f.score}, {"token", f.token}, {"token_str", f.token_str}, {"sequence", f.sequence}});
+            per_mask.push_back(list);
+          }
+          // The pipeline's shapes: one mask gives its list, several a list per mask.
+          all.push_back(masks.size() == 1 ? per_mask[0] : per_mask);
+          continue;
+        }
+        std::printf("%s\n", text.c_str());
+        for (size_t m = 0; m < masks.size(); ++m) {
+          if (masks.size() > 1) std::printf("  [MASK] %zu of %zu\n", m + 1, masks.size());
+          size_t width = 0;
+          for (const MaskFill& f : masks[m]) width = std::max(width, f.token_str.size());
+          for (const MaskFill& f : masks[m])
+            std::printf("  %6.3f  %-*s  %s\n", f.score, int(width), f.token_str.c_str(), f.sequence.c_str());
         }
       }
+      // One text gives its result, several a list of them, as the pipeline does.
+      if (args->json) std::printf("%s\n", (texts.size() == 1 ? all[0] : all).dump(2).c_str());
     });
   }
 }

@@ -1,0 +1,119 @@
+// The public FillMask (include/gmlp/fill_mask.h) over the engine: a text checkpoint's encoder and
+// masked-token head under an inference memory plan, and its tokenizer.
+#include "gmlp/fill_mask.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "text/tokenizer.h"
+#include "train/lm_trainer.h"
+
+namespace gmlp {
+
+namespace {
+
+constexpr std::string_view kMaskText = "[MASK]";
+constexpr std::string_view kWordStart = "\xe2\x96\x81";  // SentencePiece's "▁", U+2581
+
+// The text between the masks: n masks make n + 1 parts.
+std::vector<std::string> split_at_masks(const std::string& text) {
+  std::vector<std::string> parts;
+  size_t from = 0;
+  for (size_t at; (at = text.find(kMaskText, from)) != std::string::npos; from = at + kMaskText.size())
+    parts.push_back(text.substr(from, at - from));
+  parts.push_back(text.substr(from));
+  return parts;
+}
+
+// A piece as text: the word-start mark dropped at its front and a space elsewhere.
+std::string piece_text(std::string piece, bool* starts_word) {
+  *starts_word = piece.rfind(kWordStart, 0) == 0;
+  if (*starts_word) piece.erase(0, kWordStart.size());
+  for (size_t at; (at = piece.find(kWordStart)) != std::string::npos;) piece.replace(at, kWordStart.size(), " ");
+  return piece;
+}
+
+}  // namespace
+
+struct FillMask::Impl {
+  TextCheckpoint ck;
+  std::vector<int32_t> ids;  // one input of seq_len tokens
+
+  // [CLS] parts[0] [MASK] parts[1] ... [SEP]; positions gets where each [MASK] is.
+  std::vector<int32_t> encode(const std::vector<std::string>& parts, std::vector<int64_t>* positions) const {
+    std::vector<int32_t> out = {text::Tokenizer::kCls};
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (i > 0) {
+        if (positions) positions->push_back(int64_t(out.size()));
+        out.push_back(text::Tokenizer::kMask);
+      }
+      for (int32_t id : ck.tokenizer->encode(parts[i])) out.push_back(id);
+    }
+    out.push_back(text::Tokenizer::kSep);
+    return out;
+  }
+};
+
+FillMask::FillMask(const std::string& checkpoint) : impl_(std::make_unique<Impl>()) {
+  impl_->ck = load_text_checkpoint(checkpoint);
+  impl_->ck.model->plan(1, Mode::infer);
+  impl_->ids.resize(size_t(impl_->ck.config.seq_len));
+}
+FillMask::~FillMask() = default;
+FillMask::FillMask(FillMask&&) noexcept = default;
+FillMask& FillMask::operator=(FillMask&&) noexcept = default;
+
+int FillMask::max_tokens() const { return impl_->ck.config.seq_len; }
+
+int FillMask::count_tokens(const std::string& text) const {
+  return int(impl_->encode(split_at_masks(text), nullptr).size());
+}
+
+std::vector<std::vector<MaskFill>> FillMask::fill(const std::string& text, int top) {
+  if (top < 1) fail("failed to fill masks: top ", top, " (expected a count >= 1)");
+  const std::vector<std::string> parts = split_at_masks(text);
+  if (parts.size() == 1) fail("the text has no [MASK] to fill: '", text, "'");
+  std::vector<int64_t> positions;
+  std::vector<int32_t> ids = impl_->encode(parts, &positions);
+  const int N = max_tokens(), V = impl_->ck.config.vocab_size;
+  if (int(ids.size()) > N)
+    fail("the text is ", ids.size(), " tokens with [CLS] and [SEP]; the model reads at most ", N, ": '", text, "'");
+  ids.resize(size_t(N), text::Tokenizer::kPad);
+  TextModel<float>& model = *impl_->ck.model;
+  model.encode(ids.data(), 1);
+  top = std::min(top, V);
+  std::vector<std::vector<MaskFill>> out;
+  std::vector<int> order(static_cast<size_t>(V));
+  for (size_t m = 0; m < positions.size(); m += size_t(TextModel<float>::kMlmChunk)) {
+    const int64_t count = std::min<int64_t>(TextModel<float>::kMlmChunk, int64_t(positions.size() - m));
+    const float* logits = model.mlm_logits(positions.data() + m, count);
+    for (int64_t k = 0; k < count; ++k) {
+      const float* row = logits + k * V;
+      const float mx = *std::max_element(row, row + V);
+      double sum = 0;
+      for (int v = 0; v < V; ++v) sum += std::exp(double(row[v] - mx));
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + top, order.end(),
+                        [&](int a, int b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+      // The text before and after this mask, the other masks kept as written.
+      const size_t mask = m + size_t(k);
+      std::string before = parts[0], after = parts[mask + 1];
+      for (size_t i = 1; i <= mask; ++i) before += std::string(kMaskText) + parts[i];
+      for (size_t i = mask + 2; i < parts.size(); ++i) after += std::string(kMaskText) + parts[i];
+      std::vector<MaskFill>& fills = out.emplace_back();
+      for (int t = 0; t < top; ++t) {
+        const int id = order[size_t(t)];
+        bool starts_word = false;
+        const std::string word = piece_text(impl_->ck.tokenizer->id_to_piece(id), &starts_word);
+        const bool space = starts_word && !before.empty() && !std::isspace(static_cast<unsigned char>(before.back()));
+        fills.push_back({id, word, float(std::exp(double(row[id] - mx)) / sum),
+                         before + (space ? " " : "") + word + after});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace gmlp
