@@ -615,6 +615,24 @@ assert sliced >= 2, sliced  # the spatial W and its bias
 assert "segment_embed.weight" not in ft  # one verse: no segments
 PY
 then ok "finetune --seq-len keeps the leading block of the length-sized tensors"; else bad "finetune --seq-len: $(tail -3 "$WORK/lm.log")"; fi
+# classify-text: the finetuned models on new texts, as text and as the pipeline's JSON; a pair
+# model takes each pair as two texts separated by a tab.
+out=$("$GMLP" classify-text --checkpoint "$WORK/ft16/checkpoint.safetensors" "In the beginning God created the heaven" "Jesus wept.")
+[ "$(echo "$out" | grep -cE '^ +[01]\.[0-9]{3}  (Old|New) Testament$')" -eq 4 ] && [ "$(echo "$out" | head -1)" = "In the beginning God created the heaven" ] &&
+  ok "classify-text prints every class of each text with its probability" || bad "classify-text: $out"
+if printf 'And God said\tLet there be light\nJesus wept.\tAnd the earth was without form\n' |
+   "$GMLP" classify-text --checkpoint "$WORK/ft/checkpoint.safetensors" --json --top 1 >"$WORK/ct.json" &&
+   python3 - "$WORK/ct.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert len(j) == 2 and all(len(r) == 1 and set(r[0]) == {"label", "score"} for r in j), j
+assert all(r[0]["label"] in ("next", "not next") and 0.5 <= r[0]["score"] <= 1 for r in j), j
+PY
+then ok "classify-text --json reads pairs from stdin, in the pipeline's shape"; else bad "classify-text --json: $(head -c 300 "$WORK/ct.json")"; fi
+expect_error "classify-text of a single text with a pair model" 1 "text 1 is one text, but the model was finetuned on pairs \(next-verse\)" -- \
+  "$GMLP" classify-text --checkpoint "$WORK/ft/checkpoint.safetensors" "And God said"
+expect_error "classify-text with a masked-language model" 1 "is a masked-language model \(gmlp pretrain\), not a text classifier: finetune it first" -- \
+  "$GMLP" classify-text --checkpoint "$LMCK" "And God said"
 if "$GMLP" viz --metrics "$WORK/lm_full/metrics.jsonl" "$WORK/lm_split/metrics.jsonl" --out "$WORK/vizlm" >"$WORK/vizlm.out" &&
    "$GMLP" viz --metrics "$WORK/ft/metrics.jsonl" --out "$WORK/vizlm" >>"$WORK/vizlm.out" &&
    [ "$(cat "$WORK/vizlm.out")" = "$WORK/vizlm/runs.png

@@ -15,10 +15,12 @@
 #include "core/matmul.h"
 #include "core/threads.h"
 #include "gmlp/fill_mask.h"
+#include "gmlp/text_classifier.h"
 #include "io/safetensors.h"
 #include "nn/text_model.h"
 #include "ops/cross_entropy.h"
 #include "text/mlm.h"
+#include "text/tasks.h"
 #include "text/tokenizer.h"
 #include "tolerances.h"
 #include "train/lm_trainer.h"
@@ -406,6 +408,46 @@ TEST_P(TextKind, FillMaskGivesPretrainingsMaskedTokenLoss) {
   const double eval_loss = tc.m.mlm(positions.data(), labels.data(), int64_t(labels.size()), false).loss_sum;
   EXPECT_NEAR(fill_loss / double(labels.size()), eval_loss / double(labels.size()), 1e-5 * std::abs(eval_loss))
       << "fill-mask's input differs from pretraining's";
+}
+
+// The public TextClassifier gives the model's own [CLS] logits for texts laid out as finetuning
+// lays them out ("[CLS] a [SEP]", or "[CLS] a [SEP] b [SEP]" for a pair task), batch or one.
+TEST_P(TextKind, TextClassifierGivesTheModelsLogits) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < 40; ++i) lines.push_back("and the earth was without form and void " + std::to_string(i));
+  const std::string dir = ::testing::TempDir() + "gmlp_textclf_" + GetParam();
+  std::filesystem::create_directories(dir);
+  const text::Tokenizer tok = text::Tokenizer::train(lines, dir + "/tok", 34);
+  TextCase tc(GetParam(), 3, 77, tok.vocab_size());
+  const int64_t N = tc.m.config().seq_len, K = tc.m.config().num_classes;
+  const std::vector<std::string> a = {"and the earth", "was without form and void 12", "void"};
+  const std::vector<std::string> b = {"form", "and the earth was", "without 3"};
+  for (const char* task : {"genre", "next-verse"}) {
+    SCOPED_TRACE(task);
+    const bool pairs = std::string(task) == "next-verse";
+    const std::string path = dir + "/" + task + ".safetensors";
+    save_text_checkpoint(path, tc.m, tok, {{"task", task}, {"classes", R"(["x", "y", "z"])"}});
+    TextClassifier clf(path);
+    EXPECT_EQ(clf.takes_pairs(), pairs);
+    EXPECT_EQ(clf.class_names(), (std::vector<std::string>{"x", "y", "z"}));
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const std::vector<int32_t> row = pairs ? text::segment_pair(tok.encode(a[i]), tok.encode(b[i]), int(N))
+                                             : text::single_segment(tok.encode(a[i]), int(N));
+      ids.insert(ids.end(), row.begin(), row.end());
+    }
+    tc.m.plan(3, Mode::infer);
+    tc.m.encode(ids.data(), 3);
+    const std::vector<float> expected(tc.m.classify(), tc.m.classify() + 3 * K);
+    const std::vector<float> got = pairs ? clf.logits(a, b) : clf.logits(a);
+    EXPECT_TRUE(close("logits", got, expected, tol::kInvariance));
+    // One at a time: its top class is the batch's arg-max, probabilities summing to 1.
+    const std::vector<Prediction> one = pairs ? clf.classify(a[1], 3, b[1]) : clf.classify(a[1], 3);
+    ASSERT_EQ(one.size(), 3u);
+    EXPECT_EQ(one[0].label, std::max_element(got.begin() + K, got.begin() + 2 * K) - got.begin() - K);
+    EXPECT_NEAR(one[0].probability + one[1].probability + one[2].probability, 1.0, 1e-6);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // --layer-decay: with L blocks, blocks.<i>.* learns at decay^(L-i) times the rate, everything

@@ -1,4 +1,4 @@
-// gmlp pretrain / finetune / fill-mask: masked language modelling on text (the KJV by default).
+// gmlp pretrain / finetune / fill-mask / classify-text: language modelling on text (the KJV by default).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +10,7 @@
 #include "core/profile.h"
 #include "core/threads.h"
 #include "gmlp/fill_mask.h"
+#include "gmlp/text_classifier.h"
 #include "text/tokenizer.h"
 #include "train/lm_trainer.h"
 
@@ -266,6 +267,59 @@ void add_text(CLI::App& app) {
         }
       }
       // One text gives its result, several a list of them, as the pipeline does.
+      if (args->json) std::printf("%s\n", (texts.size() == 1 ? all[0] : all).dump(2).c_str());
+    });
+  }
+  {
+    struct Args {
+      std::string checkpoint;
+      std::vector<std::string> texts;
+      int top = 5, threads = 0;
+      bool json = false;
+    };
+    auto args = std::make_shared<Args>();
+    CLI::App* sub = app.add_subcommand("classify-text", "Classify texts with a finetuned text model");
+    sub->add_option("--checkpoint", args->checkpoint, "A text classifier checkpoint (gmlp finetune's)")->required();
+    sub->add_option("texts", args->texts,
+                    "Texts to classify; for a model finetuned on pairs, the two texts of each separated by a tab "
+                    "(none: one per line of stdin)");
+    sub->add_option("--top", args->top, "Classes per text, most probable first")
+        ->check(at_least(1))
+        ->capture_default_str();
+    sub->add_flag("--json", args->json,
+                  "Print JSON in the shape of Hugging Face's text-classification pipeline: per text, a list of "
+                  "{label, score}");
+    add_threads_option(*sub, args->threads);
+    sub->callback([args] {
+      set_threads(args->threads);
+      std::vector<std::string> texts = args->texts;
+      if (texts.empty())
+        for (std::string line; std::getline(std::cin, line);)
+          if (line.find_first_not_of(" \t\r") != std::string::npos) texts.push_back(line);
+      if (texts.empty()) fail("no text to classify: give texts as arguments or one per line on stdin");
+      TextClassifier model(args->checkpoint);
+      // Pairs split at their tab, every input checked before any is run.
+      std::vector<std::string> firsts, seconds;
+      for (size_t i = 0; i < texts.size(); ++i) {
+        const size_t tab = texts[i].find('\t');
+        if (model.takes_pairs() && tab == std::string::npos)
+          fail("text ", i + 1, " is one text, but the model was finetuned on pairs (", model.task(),
+               "): give the two texts separated by a tab: '", texts[i], "'");
+        firsts.push_back(model.takes_pairs() ? texts[i].substr(0, tab) : texts[i]);
+        if (model.takes_pairs()) seconds.push_back(texts[i].substr(tab + 1));
+      }
+      const std::vector<std::vector<Prediction>> results = model.classify(firsts, args->top, seconds);
+      nlohmann::json all = nlohmann::json::array();
+      for (size_t i = 0; i < texts.size(); ++i) {
+        if (args->json) {
+          nlohmann::json list = nlohmann::json::array();
+          for (const Prediction& p : results[i]) list.push_back({{"label", p.name}, {"score", p.probability}});
+          all.push_back(list);
+          continue;
+        }
+        std::printf("%s\n", texts[i].c_str());
+        for (const Prediction& p : results[i]) std::printf("  %6.3f  %s\n", p.probability, p.name.c_str());
+      }
       if (args->json) std::printf("%s\n", (texts.size() == 1 ? all[0] : all).dump(2).c_str());
     });
   }

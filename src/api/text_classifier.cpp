@@ -1,0 +1,113 @@
+// The public TextClassifier (include/gmlp/text_classifier.h) over the engine: a finetuned text
+// checkpoint's encoder and [CLS] head under an inference memory plan, its tokenizer, its task's
+// input layout (text/tasks.h) and a softmax for probabilities.
+#include "gmlp/text_classifier.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "core/error.h"
+#include "ops/cross_entropy.h"
+#include "text/tasks.h"
+#include "text/tokenizer.h"
+#include "train/lm_trainer.h"
+
+namespace gmlp {
+
+namespace {
+constexpr int kBatch = 32;  // texts per forward pass of logits()
+}
+
+struct TextClassifier::Impl {
+  TextCheckpoint ck;
+  std::string task;
+  bool pairs = false;
+  std::vector<std::string> names;
+  std::vector<int32_t> ids;  // one batch of (kBatch, seq_len) ids
+};
+
+TextClassifier::TextClassifier(const std::string& checkpoint) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.ck = load_text_checkpoint(checkpoint);
+  const auto task = m.ck.metadata.find("task");
+  if (task == m.ck.metadata.end() || m.ck.config.num_classes <= 0)
+    fail("'", checkpoint, "' is a masked-language model (gmlp pretrain), not a text classifier: finetune it first, "
+         "gmlp finetune --init ", checkpoint);
+  m.task = task->second;
+  m.pairs = text::is_pair(text::parse_task(m.task));
+  const auto classes = m.ck.metadata.find("classes");
+  if (classes != m.ck.metadata.end()) {
+    const nlohmann::json names = nlohmann::json::parse(classes->second, nullptr, false);
+    if (names.is_array() && int(names.size()) == num_classes())
+      for (const auto& n : names) m.names.push_back(n.is_string() ? n.get<std::string>() : n.dump());
+  }
+  if (m.names.empty())
+    for (int k = 0; k < num_classes(); ++k) m.names.push_back(cat("class ", k));
+  m.ck.model->plan(kBatch, Mode::infer);
+  m.ids.resize(size_t(kBatch) * size_t(max_tokens()));
+}
+TextClassifier::~TextClassifier() = default;
+TextClassifier::TextClassifier(TextClassifier&&) noexcept = default;
+TextClassifier& TextClassifier::operator=(TextClassifier&&) noexcept = default;
+
+int TextClassifier::num_classes() const { return impl_->ck.config.num_classes; }
+const std::vector<std::string>& TextClassifier::class_names() const { return impl_->names; }
+bool TextClassifier::takes_pairs() const { return impl_->pairs; }
+const std::string& TextClassifier::task() const { return impl_->task; }
+int TextClassifier::max_tokens() const { return impl_->ck.config.seq_len; }
+
+std::vector<float> TextClassifier::logits(const std::vector<std::string>& texts,
+                                          const std::vector<std::string>& text_pairs) {
+  Impl& m = *impl_;
+  if (!text_pairs.empty() && text_pairs.size() != texts.size())
+    fail("failed to classify text pairs: ", texts.size(), " texts but ", text_pairs.size(), " second texts");
+  if (m.pairs && text_pairs.empty())
+    fail("the model was finetuned on pairs of texts (", m.task, "): give each text its second text");
+  if (!m.pairs && !text_pairs.empty())
+    fail("the model was finetuned on single texts (", m.task, "), not pairs");
+  const int N = max_tokens(), K = num_classes();
+  const text::Tokenizer& tok = *m.ck.tokenizer;
+  std::vector<float> out(texts.size() * size_t(K));
+  for (size_t start = 0; start < texts.size(); start += kBatch) {
+    const size_t b = std::min(texts.size() - start, size_t(kBatch));
+    for (size_t i = 0; i < b; ++i) {
+      const std::vector<int32_t> a = tok.encode(texts[start + i]);
+      const std::vector<int32_t> row =
+          m.pairs ? text::segment_pair(a, tok.encode(text_pairs[start + i]), N) : text::single_segment(a, N);
+      std::copy(row.begin(), row.end(), m.ids.begin() + i * size_t(N));
+    }
+    m.ck.model->encode(m.ids.data(), int64_t(b));
+    const float* l = m.ck.model->classify();
+    std::copy_n(l, b * size_t(K), out.begin() + start * size_t(K));
+  }
+  return out;
+}
+
+std::vector<std::vector<Prediction>> TextClassifier::classify(const std::vector<std::string>& texts, int top,
+                                                             const std::vector<std::string>& text_pairs) {
+  const int K = num_classes();
+  const std::vector<float> l = logits(texts, text_pairs);
+  std::vector<float> probs(static_cast<size_t>(K));
+  std::vector<int> order(static_cast<size_t>(K));
+  std::vector<std::vector<Prediction>> out;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const int32_t no_label = 0;  // the loss is not needed, only the softmax it writes
+    cross_entropy_forward(probs.data(), l.data() + i * size_t(K), &no_label, 1, K, 0.f);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return probs[size_t(a)] > probs[size_t(b)]; });
+    std::vector<Prediction>& p = out.emplace_back();
+    for (int t = 0; t < std::min(std::max(top, 1), K); ++t) {
+      const int k = order[size_t(t)];
+      p.push_back({k, impl_->names[size_t(k)], probs[size_t(k)]});
+    }
+  }
+  return out;
+}
+
+std::vector<Prediction> TextClassifier::classify(const std::string& text, int top, const std::string& text_pair) {
+  return impl_->pairs ? classify(std::vector<std::string>{text}, top, {text_pair})[0]
+                      : classify(std::vector<std::string>{text}, top)[0];
+}
+
+}  // namespace gmlp
