@@ -615,6 +615,57 @@ assert sliced >= 2, sliced  # the spatial W and its bias
 assert "segment_embed.weight" not in ft  # one verse: no segments
 PY
 then ok "finetune --seq-len keeps the leading block of the length-sized tensors"; else bad "finetune --seq-len: $(tail -3 "$WORK/lm.log")"; fi
+# finetune on the user's own labelled files, generated here from the KJV: Genesis verses "law",
+# Matthew's "gospel"; TSV train and dev, a CSV test with quoted fields, JSON Lines pairs.
+kjv_rows() { bible -f "$1" | cut -d' ' -f2- | sed "s/\$/\t$2/"; }
+{ printf 'text\tlabel\n'; kjv_rows Gen1:1-Gen2:25 law; kjv_rows Matt5:1-Matt6:34 gospel; } >"$WORK/lab_train.tsv"
+{ printf 'text\tlabel\n'; kjv_rows Gen3:1-Gen3:24 law; kjv_rows Matt7:1-Matt7:29 gospel; } >"$WORK/lab_dev.tsv"
+{ echo 'id,text,label'; kjv_rows Gen4:1-Gen4:8 law | awk -F'\t' '{gsub(/"/, "\"\""); printf "%d,\"%s\",%s\n", NR, $1, $2}'; } >"$WORK/lab_test.csv"
+kjv_rows Gen1:1-Gen1:20 x | python3 -c '
+import json, sys
+v = [l.rstrip("\n").split("\t")[0] for l in sys.stdin]
+for i in range(len(v) - 2):
+    print(json.dumps({"a": v[i], "b": v[i + 1], "y": "next"}))
+    print(json.dumps({"a": v[i], "b": v[i + 2], "y": "other"}))' >"$WORK/lab_pairs.jsonl"
+if "$GMLP" finetune --init "$LMCK" --train "$WORK/lab_train.tsv" --dev "$WORK/lab_dev.tsv" --test "$WORK/lab_test.csv" \
+     --epochs 1 --batch-size 8 --threads 2 --out "$WORK/ftf" >/dev/null 2>>"$WORK/lm.log" &&
+   "$GMLP" finetune --init "$LMCK" --train "$WORK/lab_pairs.jsonl" --dev "$WORK/lab_pairs.jsonl" --text-column a \
+     --pair-column b --label-column y --epochs 1 --batch-size 8 --threads 2 --out "$WORK/ftp" >/dev/null 2>>"$WORK/lm.log" &&
+   python3 - "$WORK/ftf" "$WORK/ftp" <<'PY'
+import json, sys
+from safetensors import safe_open
+f, p = ([json.loads(l) for l in open(d + "/metrics.jsonl")][-1] for d in sys.argv[1:])
+assert f["task"] == "files" and f["dev_total"] == 53 and f["test_total"] == 8 and 0 <= f["test_acc"] <= 1, f
+assert "test_acc" not in p and p["dev_total"] == 36, p
+with safe_open(sys.argv[1] + "/checkpoint.safetensors", "np") as c:
+    m = c.metadata()
+    assert json.loads(m["classes"]) == ["gospel", "law"] and m["pairs"] == "false", m
+with safe_open(sys.argv[2] + "/checkpoint.safetensors", "np") as c:
+    m = c.metadata()
+    assert json.loads(m["classes"]) == ["next", "other"] and m["pairs"] == "true", m
+    assert json.loads(m["config"])["segments"]  # pairs: segment embeddings, as next-verse
+PY
+then ok "finetune --train/--dev/--test on TSV, CSV and JSON Lines files, labels kept as text"; else bad "finetune on files: $(tail -3 "$WORK/lm.log")"; fi
+out=$("$GMLP" classify-text --checkpoint "$WORK/ftf/checkpoint.safetensors" --top 1 "Blessed are the merciful: for they shall obtain mercy.")
+echo "$out" | grep -qE '^ +[01]\.[0-9]{3}  (gospel|law)$' && ok "classify-text applies a model finetuned on files" || bad "classify-text on files: $out"
+printf 'text\tlabel\nIn the beginning\tlaw\nAnd God said\n' >"$WORK/bad_fields.tsv"
+expect_error "finetune --train with a short row" 1 "failed to read '$WORK/bad_fields.tsv': line 3: expected 2 fields as the header has, found 1" -- \
+  "$GMLP" finetune --init "$LMCK" --train "$WORK/bad_fields.tsv" --dev "$WORK/lab_dev.tsv" --out "$WORK/ftbad"
+expect_error "finetune --train without the text column" 1 "the header has no column 'sentence' \(its columns: text, label\)" -- \
+  "$GMLP" finetune --init "$LMCK" --train "$WORK/lab_train.tsv" --dev "$WORK/lab_dev.tsv" --text-column sentence --out "$WORK/ftbad"
+printf 'text\tlabel\nIn the beginning\tprophecy\n' >"$WORK/bad_label.tsv"
+expect_error "finetune --dev with a label training never saw" 1 "'$WORK/bad_label.tsv': line 2: label 'prophecy' is not one of the training file's \(gospel, law\)" -- \
+  "$GMLP" finetune --init "$LMCK" --train "$WORK/lab_train.tsv" --dev "$WORK/bad_label.tsv" --out "$WORK/ftbad"
+printf '{"text": "In the beginning", "label": "law"}\nnot json\n' >"$WORK/bad.jsonl"
+expect_error "finetune --train with a malformed JSON line" 1 "'$WORK/bad.jsonl': line 2: expected a JSON object, found 'not json'" -- \
+  "$GMLP" finetune --init "$LMCK" --train "$WORK/bad.jsonl" --dev "$WORK/lab_dev.tsv" --out "$WORK/ftbad"
+expect_error "finetune --train of a .txt" 1 "expected a .tsv, .csv or .jsonl file of labelled texts" -- \
+  "$GMLP" finetune --init "$LMCK" --train "$WORK/corpus.txt" --dev "$WORK/lab_dev.tsv" --out "$WORK/ftbad"
+expect_error "finetune --train without --dev" 1 "finetune on your files needs --train and --dev" -- \
+  "$GMLP" finetune --init "$LMCK" --train "$WORK/lab_train.tsv" --out "$WORK/ftbad"
+expect_error "finetune --task with --train" 2 "--task excludes --train" -- \
+  "$GMLP" finetune --init "$LMCK" --task ot-nt --train "$WORK/lab_train.tsv" --dev "$WORK/lab_dev.tsv" --out "$WORK/ftbad"
+[ ! -e "$WORK/ftbad" ] && ok "a bad labelled file leaves no run folder" || bad "a bad labelled file left $WORK/ftbad"
 # classify-text: the finetuned models on new texts, as text and as the pipeline's JSON; a pair
 # model takes each pair as two texts separated by a tab.
 out=$("$GMLP" classify-text --checkpoint "$WORK/ft16/checkpoint.safetensors" "In the beginning God created the heaven" "Jesus wept.")

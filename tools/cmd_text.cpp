@@ -156,12 +156,28 @@ void add_text(CLI::App& app) {
     f->opt.epochs = 3;
     f->opt.lr = 2e-3;
     f->opt.warmup_epochs = 0.1;
-    CLI::App* sub = app.add_subcommand("finetune", "Finetune a pretrained text model on a KJV task");
+    CLI::App* sub =
+        app.add_subcommand("finetune", "Finetune a pretrained text model on a KJV task or your labelled texts");
     sub->add_option("--init", f->opt.init,
                     "The pretrained checkpoint (gmlp pretrain's checkpoint.safetensors; required unless --resume)");
-    sub->add_option("--task", f->opt.task,
-                    "ot-nt (Old or New Testament), genre (7 classes), next-verse (pairs) (required unless --resume)")
-        ->check(CLI::IsMember({"ot-nt", "genre", "next-verse"}));
+    CLI::Option* task =
+        sub->add_option("--task", f->opt.task,
+                        "A KJV task: ot-nt (Old or New Testament), genre (7 classes), next-verse (pairs); or give "
+                        "--train and --dev")
+            ->check(CLI::IsMember({"ot-nt", "genre", "next-verse"}));
+    sub->add_option("--train", f->opt.train_file,
+                    "Your labelled texts to train on: .tsv or .csv with a header row, or .jsonl (one object a line)")
+        ->excludes(task);
+    sub->add_option("--dev", f->opt.dev_file, "Your labelled texts evaluated after each epoch (with --train)")
+        ->excludes(task);
+    sub->add_option("--test", f->opt.test_file, "Your labelled texts evaluated beside dev (optional)")->excludes(task);
+    sub->add_option("--text-column", f->opt.text_column,
+                    "The text's column (or JSON key) in the --train/--dev/--test files")
+        ->capture_default_str();
+    sub->add_option("--pair-column", f->opt.pair_column,
+                    "A second text's column, for pairs (\"[CLS] text [SEP] pair [SEP]\"; default: single texts)");
+    sub->add_option("--label-column", f->opt.label_column, "The label's column (or JSON key); labels are kept as text")
+        ->capture_default_str();
     sub->add_option("--seq-len", f->opt.seq_len,
                     "Finetune at a shorter length than pretraining: length-sized tensors keep their "
                     "leading block (0: the pretrained length)")
@@ -199,12 +215,14 @@ void add_text(CLI::App& app) {
         print_result("finetune", finetune(opt, true), opt.out_dir);
         return;
       }
-      if (opt.init.empty() || opt.task.empty()) throw CLI::ValidationError("finetune", "needs --init and --task");
+      if (opt.init.empty() || (opt.task.empty() && opt.train_file.empty() && opt.dev_file.empty()))
+        throw CLI::ValidationError("finetune", "needs --init, and --task or --train with --dev");
       // Finetuning masks its inputs only for the masked-token loss: a --mask-prob alone would do nothing.
       if (sub->count("--mask-prob") && opt.mlm_weight == 0)
         throw CLI::ValidationError("finetune", "--mask-prob applies only with --mlm-weight > 0");
       const TrainResult r = finetune(opt, false, f->overwrite);
-      std::printf("test accuracy %.2f%% (best %.2f%%); ", 100 * r.final_test_acc, 100 * r.best_test_acc);
+      if (opt.train_file.empty() || !opt.test_file.empty())  // files without --test have no test split
+        std::printf("test accuracy %.2f%% (best %.2f%%); ", 100 * r.final_test_acc, 100 * r.best_test_acc);
       print_result("finetune", r, opt.out_dir);
     });
   }

@@ -32,10 +32,14 @@ TextClassifier::TextClassifier(const std::string& checkpoint) : impl_(std::make_
   m.ck = load_text_checkpoint(checkpoint);
   const auto task = m.ck.metadata.find("task");
   if (task == m.ck.metadata.end() || m.ck.config.num_classes <= 0)
-    fail("'", checkpoint, "' is a masked-language model (gmlp pretrain), not a text classifier: finetune it first, "
-         "gmlp finetune --init ", checkpoint);
+    fail("'", checkpoint,
+         "' is a masked-language model (gmlp pretrain), not a text classifier: finetune it first, "
+         "gmlp finetune --init ",
+         checkpoint);
   m.task = task->second;
-  m.pairs = text::is_pair(text::parse_task(m.task));
+  // "pairs" is recorded by finetune; a checkpoint from before it was, is of a KJV task.
+  const auto pairs = m.ck.metadata.find("pairs");
+  m.pairs = pairs != m.ck.metadata.end() ? pairs->second == "true" : text::is_pair(text::parse_task(m.task));
   const auto classes = m.ck.metadata.find("classes");
   if (classes != m.ck.metadata.end()) {
     const nlohmann::json names = nlohmann::json::parse(classes->second, nullptr, false);
@@ -64,8 +68,7 @@ std::vector<float> TextClassifier::logits(const std::vector<std::string>& texts,
     fail("failed to classify text pairs: ", texts.size(), " texts but ", text_pairs.size(), " second texts");
   if (m.pairs && text_pairs.empty())
     fail("the model was finetuned on pairs of texts (", m.task, "): give each text its second text");
-  if (!m.pairs && !text_pairs.empty())
-    fail("the model was finetuned on single texts (", m.task, "), not pairs");
+  if (!m.pairs && !text_pairs.empty()) fail("the model was finetuned on single texts (", m.task, "), not pairs");
   const int N = max_tokens(), K = num_classes();
   const text::Tokenizer& tok = *m.ck.tokenizer;
   std::vector<float> out(texts.size() * size_t(K));
@@ -85,7 +88,7 @@ std::vector<float> TextClassifier::logits(const std::vector<std::string>& texts,
 }
 
 std::vector<std::vector<Prediction>> TextClassifier::classify(const std::vector<std::string>& texts, int top,
-                                                             const std::vector<std::string>& text_pairs) {
+                                                              const std::vector<std::string>& text_pairs) {
   const int K = num_classes();
   const std::vector<float> l = logits(texts, text_pairs);
   std::vector<float> probs(static_cast<size_t>(K));

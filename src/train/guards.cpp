@@ -85,10 +85,17 @@ void validate_options(const LmOptions& o, bool finetune) {
     if (!o.corpus.empty()) text::check_corpus_file(o.corpus);
     return;
   }
-  if (o.task != "ot-nt" && o.task != "genre" && o.task != "next-verse")
-    fail("invalid --task '", o.task, "': expected ot-nt, genre or next-verse");
+  // What to learn: a KJV task, or the user's files (train and dev, test optional).
+  const bool files = !o.train_file.empty() || !o.dev_file.empty() || !o.test_file.empty();
+  if (files && !o.task.empty()) fail("finetune takes --task (a KJV task) or --train and --dev (your files), not both");
+  if (files && (o.train_file.empty() || o.dev_file.empty()))
+    fail("finetune on your files needs --train and --dev (--test is optional)");
+  if (!files && o.task != "ot-nt" && o.task != "genre" && o.task != "next-verse")
+    fail("invalid --task '", o.task, "': expected ot-nt, genre or next-verse, or --train and --dev files");
+  if (files && (o.text_column.empty() || o.label_column.empty()))
+    fail("finetune on your files needs --text-column and --label-column to name columns");
   // [CLS] a [SEP] needs 3 ids, a pair's [CLS] a [SEP] b [SEP] 5; 0 keeps the pretrained length.
-  const int shortest = o.task == "next-verse" ? 5 : 3;
+  const int shortest = o.task == "next-verse" || (files && !o.pair_column.empty()) ? 5 : 3;
   if (o.seq_len != 0) need_whole(o.seq_len, "--seq-len", shortest, 8192, " (0: the pretrained length)");
   if (o.segments != "auto" && o.segments != "on" && o.segments != "off")
     fail("invalid --segments '", o.segments, "': expected auto, on or off");

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <numeric>
+#include <optional>
 
 #include "core/error.h"
 #include "core/matmul.h"
@@ -14,6 +15,7 @@
 #include "io/safetensors.h"
 #include "ops/cross_entropy.h"
 #include "text/corpus.h"
+#include "text/labelled.h"
 #include "text/mlm.h"
 #include "text/tasks.h"
 #include "train/checkpoint.h"
@@ -32,7 +34,8 @@ using text::Tokenizer;
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, vocab_size, epochs, batch_size,
                                                 grad_accum, lr, min_lr, warmup_epochs, weight_decay, clip_norm,
                                                 mask_prob, seed, train_limit, eval_limit, seq_len, precision, segments,
-                                                nsp, nsp_negatives, layer_decay, drop_path, mlm_weight)
+                                                nsp, nsp_negatives, layer_decay, drop_path, mlm_weight, train_file,
+                                                dev_file, test_file, text_column, pair_column, label_column)
 
 nlohmann::json LmOptions::to_json() const { return *this; }
 LmOptions LmOptions::from_json(const nlohmann::json& j) { return j.get<LmOptions>(); }
@@ -450,6 +453,58 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   return run_text(job, opt, folder, files, start);
 }
 
+namespace {
+
+// What finetune learns from: a KJV task (text/tasks.h) or the user's labelled files
+// (text/labelled.h), its classes and whether its items are pairs of texts.
+struct FinetuneData {
+  const LmOptions& opt;
+  std::optional<text::Task> task;   // a KJV task; none: the files
+  std::vector<text::Verse> verses;  // the KJV, for a task
+  std::vector<text::LabelledRow> train_rows, dev_rows, test_rows;
+  std::vector<std::string> classes;
+  bool pairs = false;
+
+  explicit FinetuneData(const LmOptions& o) : opt(o) {
+    if (o.train_file.empty()) {
+      task = text::parse_task(o.task);
+      verses = text::load_kjv();
+      classes = text::class_names(*task), pairs = text::is_pair(*task);
+      return;
+    }
+    const text::LabelledColumns columns{o.text_column, o.pair_column, o.label_column};
+    train_rows = text::read_labelled(o.train_file, columns);
+    dev_rows = text::read_labelled(o.dev_file, columns);
+    if (!o.test_file.empty()) test_rows = text::read_labelled(o.test_file, columns);
+    classes = text::label_set(train_rows), pairs = !o.pair_column.empty();
+    if (classes.size() < 2)
+      fail("failed to finetune on '", o.train_file, "': its '", o.label_column, "' column has one label, '", classes[0],
+           "' (expected at least 2 classes)");
+  }
+  int num_classes() const { return int(classes.size()); }
+  // next-verse: negatives drawn afresh each epoch, and a next-sentence head kept.
+  bool kjv_pairs() const { return task && pairs; }
+  std::string task_name() const { return task ? opt.task : std::string("files"); }
+  std::string describe() const {
+    return task ? cat("task ", opt.task) : cat("'", opt.train_file, "', ", classes.size(), " classes");
+  }
+  // The training examples of `epoch` (--train-limit's random subset, fixed by the seed).
+  std::vector<text::Example> training(const Tokenizer& tok, int N, int epoch) const {
+    if (task) return text::training_examples(*task, verses, tok, N, opt.seed, epoch, opt.train_limit);
+    std::vector<text::Example> set = text::labelled_examples(train_rows, classes, tok, N, opt.train_file);
+    keep_eval_subset(set, opt.train_limit, opt.seed);
+    return set;
+  }
+  // All of dev or test (files without --test: none).
+  std::vector<text::Example> split(const Tokenizer& tok, int N, text::Split s) const {
+    if (task) return text::build_task(*task, verses, tok, s, N, opt.seed);
+    const bool dev = s == text::Split::dev;
+    return text::labelled_examples(dev ? dev_rows : test_rows, classes, tok, N, dev ? opt.dev_file : opt.test_file);
+  }
+};
+
+}  // namespace
+
 TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
   LmOptions opt = options;
   if (!resume) validate_options(opt, true);  // a resumed run's, once read
@@ -462,18 +517,21 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
   if (!resume) pre = load_text_checkpoint(opt.init);
   TextCheckpoint ck;
   Start start;
+  if (resume) start = resume_from(files, opt, ck);
+  const FinetuneData data(opt);  // a KJV task's examples, or the user's files, read and checked
   if (resume) {
-    start = resume_from(files, opt, ck);
+    if (ck.config.num_classes != data.num_classes())
+      fail("failed to resume: the run's checkpoint has ", ck.config.num_classes, " classes, but its data now gives ",
+           data.num_classes());
   } else {
     ck.config = pre.config;
-    const text::Task task = text::parse_task(opt.task);
-    ck.config.num_classes = text::num_classes(task);
+    ck.config.num_classes = data.num_classes();
     // BERT marks a pair's second segment with an embedding of its own; a pretrained checkpoint
     // without one gets it here, at zero, so finetuning starts from the pretrained function.
     if (opt.segments == "on" || opt.segments == "off")
       ck.config.segments = opt.segments == "on";
     else if (opt.segments == "auto")
-      ck.config.segments = pre.config.segments || text::is_pair(task);
+      ck.config.segments = pre.config.segments || data.pairs;
     else
       fail("unknown --segments '", opt.segments, "': expected auto, on or off");
     const int64_t n0 = pre.config.seq_len;
@@ -488,7 +546,7 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
     ck.model->init(init_rng);  // the new head; everything else comes from the pretrained model
     // A next-sentence head (pretrain --nsp) answers next-verse's question with next-verse's
     // labels, so that task starts from it; every other task gets a new head.
-    const bool keep_head = text::is_pair(task) && pre.config.num_classes == ck.config.num_classes;
+    const bool keep_head = data.kjv_pairs() && pre.config.num_classes == ck.config.num_classes;
     for (const ParamInfo& p : pre.model->params()) {
       if (p.name == "segment_embed.weight" && !ck.config.segments) continue;  // --segments off
       if (p.name.rfind("cls_head.", 0) == 0 && !keep_head) continue;
@@ -505,24 +563,25 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
   }
   TextModel<float>& model = *ck.model;
   const Tokenizer& tok = *ck.tokenizer;
-  const text::Task task = text::parse_task(opt.task);
   const int N = model.config().seq_len, K = model.config().num_classes;
-  const std::vector<text::Verse> verses = text::load_kjv();
-  auto train_set = text::training_examples(task, verses, tok, N, opt.seed, start.epoch, opt.train_limit);
-  auto dev_set = text::build_task(task, verses, tok, text::Split::dev, N, opt.seed);
-  auto test_set = text::build_task(task, verses, tok, text::Split::test, N, opt.seed);
+  auto train_set = data.training(tok, N, start.epoch);
+  auto dev_set = data.split(tok, N, text::Split::dev);
+  auto test_set = data.split(tok, N, text::Split::test);
   const int64_t dev_total = limit_split(dev_set, opt, "dev examples");
   const int64_t test_total = limit_split(test_set, opt, "test examples");
+  const bool has_test = test_total > 0;
   const std::string dev_n = subset_label(int64_t(dev_set.size()), dev_total),
                     test_n = subset_label(int64_t(test_set.size()), test_total);
-  std::fprintf(stderr, "gmlp: task %s: %s train, %s dev, %s test examples%s\n", opt.task.c_str(),
+  std::fprintf(stderr, "gmlp: %s: %s train, %s dev, %s test examples%s\n", data.describe().c_str(),
                thousands(int64_t(train_set.size())).c_str(), (dev_n.empty() ? thousands(dev_total) : dev_n).c_str(),
                (test_n.empty() ? thousands(test_total) : test_n).c_str(),
-               text::is_pair(task) ? " (training negatives drawn afresh each epoch)" : "");
+               data.kjv_pairs() ? " (training negatives drawn afresh each epoch)" : "");
   HeadBatch batch;
   TextTask job;
   job.model = &model, job.tok = &tok;
-  job.metadata = {{"task", opt.task}, {"classes", nlohmann::json(text::class_names(task)).dump()}};
+  job.metadata = {{"task", data.task_name()},
+                  {"classes", nlohmann::json(data.classes).dump()},
+                  {"pairs", data.pairs ? "true" : "false"}};
   job.n_items = int64_t(train_set.size());
   job.item_unit = "example";
   // With --mlm-weight: the masked copy of the batch, its masked positions and labels, and the
@@ -532,10 +591,9 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
   std::vector<int32_t> masked, mask_labels, targets;
   std::vector<int64_t> positions;
   StepStats mlm_total;
-  if (text::is_pair(task) || opt.mlm_weight > 0)
+  if (data.kjv_pairs() || opt.mlm_weight > 0)
     job.run_begin_epoch = [&](int epoch) {
-      if (text::is_pair(task))  // each epoch its own negatives
-        train_set = text::training_examples(task, verses, tok, N, opt.seed, epoch, opt.train_limit);
+      if (data.kjv_pairs()) train_set = data.training(tok, N, epoch);  // each epoch its own negatives
       mlm_total = {};
     };
   job.run_step = [&](const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale) {
@@ -563,13 +621,15 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
     return r;
   };
   job.run_evaluate = [&] {
-    nlohmann::json m{{"task", opt.task},
+    nlohmann::json m{{"task", data.task_name()},
                      {"dev_acc", batch.accuracy(model, dev_set, "dev examples")},
                      {"dev_count", dev_set.size()},
-                     {"dev_total", dev_total},
-                     {"test_acc", batch.accuracy(model, test_set, "test examples")},
-                     {"test_count", test_set.size()},
-                     {"test_total", test_total}};
+                     {"dev_total", dev_total}};
+    if (has_test) {  // --train files without --test: none
+      m["test_acc"] = batch.accuracy(model, test_set, "test examples");
+      m["test_count"] = test_set.size();
+      m["test_total"] = test_total;
+    }
     if (opt.mlm_weight > 0 && mlm_total.count > 0) {
       m["train_mlm_loss"] = mlm_total.loss_sum / double(mlm_total.count);
       m["train_mlm_acc"] = double(mlm_total.correct) / double(mlm_total.count);
@@ -580,10 +640,14 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
     char mlm[64] = "";
     if (m.contains("train_mlm_acc"))
       std::snprintf(mlm, sizeof mlm, "  masked tokens: train acc %.2f%%", 100 * m["train_mlm_acc"].get<double>());
-    std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  dev%s acc %.2f%%  test%s acc %.2f%%%s  (%s)\n",
-                 m["epoch"].get<int>(), epochs, m["train_loss"].get<double>(), 100 * m["train_acc"].get<double>(),
-                 subset_note(m, "dev").c_str(), 100 * m["dev_acc"].get<double>(), subset_note(m, "test").c_str(),
-                 100 * m["test_acc"].get<double>(), mlm, format_duration(m["seconds"].get<double>()).c_str());
+    char test[96] = "";
+    if (m.contains("test_acc"))
+      std::snprintf(test, sizeof test, "  test%s acc %.2f%%", subset_note(m, "test").c_str(),
+                    100 * m["test_acc"].get<double>());
+    std::fprintf(stderr, "epoch %d/%d  train loss %.4f acc %.2f%%  dev%s acc %.2f%%%s%s  (%s)\n", m["epoch"].get<int>(),
+                 epochs, m["train_loss"].get<double>(), 100 * m["train_acc"].get<double>(),
+                 subset_note(m, "dev").c_str(), 100 * m["dev_acc"].get<double>(), test, mlm,
+                 format_duration(m["seconds"].get<double>()).c_str());
   };
   return run_text(job, opt, folder, files, start);
 }

@@ -34,9 +34,13 @@ struct LmOptions : RunOptions {
     out_dir = "runs/pretrain";
     batch_size = 32, lr = 1e-3, weight_decay = 0.01;
   }
-  std::string corpus;        // plain text, one document per line (default: the KJV)
-  std::string init;          // finetune: the pretrained checkpoint
-  std::string task;          // finetune: ot-nt, genre or next-verse
+  std::string corpus;  // plain text, one document per line (default: the KJV)
+  std::string init;    // finetune: the pretrained checkpoint
+  std::string task;    // finetune: ot-nt, genre or next-verse
+  // finetune on the user's labelled files instead of a KJV task (text/labelled.h): train and dev
+  // (test optional), and the columns (or JSON keys) of the text, a second text, the label.
+  std::string train_file, dev_file, test_file;
+  std::string text_column = "text", pair_column, label_column = "label";
   int vocab_size = 8000;     // pretrain: the SentencePiece vocabulary trained on the train split
   double layer_decay = 1.0;  // finetune: block i of L learns at layer_decay^(L-i) times the
                              // rate, the embeddings at ^(L+1), the head at 1 (1: off)
