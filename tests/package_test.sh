@@ -67,7 +67,7 @@ else
 fi
 LIBDIR=$(dirname "$(find "$PREFIX" -name gmlp.pc)")/..
 missing=""
-for f in include/gmlp/classifier.h include/gmlp/version.h bin/gmlp; do
+for f in include/gmlp/classifier.h include/gmlp/fill_mask.h include/gmlp/text_classifier.h include/gmlp/version.h bin/gmlp; do
   [ -e "$PREFIX/$f" ] || missing+=" $f"
 done
 for f in libgmlp.a cmake/gmlp/gmlpConfig.cmake cmake/gmlp/gmlpConfigVersion.cmake \
@@ -75,7 +75,7 @@ for f in libgmlp.a cmake/gmlp/gmlpConfig.cmake cmake/gmlp/gmlpConfigVersion.cmak
   [ -e "$LIBDIR/$f" ] || missing+=" lib/$f"
 done
 headers=$(cd "$PREFIX/include" && find . -type f | sort | tr '\n' ' ')
-if [ -z "$missing" ] && [ "$headers" = "./gmlp/classifier.h ./gmlp/version.h " ]; then
+if [ -z "$missing" ] && [ "$headers" = "./gmlp/classifier.h ./gmlp/fill_mask.h ./gmlp/text_classifier.h ./gmlp/version.h " ]; then
   ok "installed: headers (the public ones only), library, CMake package, pkg-config file, CLI"
 else
   bad "install is missing$missing; installed headers: $headers"

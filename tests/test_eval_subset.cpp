@@ -1,8 +1,10 @@
 // The subset a limited evaluation reads (--eval-limit): the right size, no item twice, in the
-// split's order, fixed by the seed, different for another seed, uniform over the items; and the
-// labels a run prints for it.
+// split's order, fixed by the seed, different for another seed, uniform over the items (or
+// stratified by class); and the labels a run prints for it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -66,6 +68,27 @@ TEST(EvalSubset, KeepsTheItemsOfAVectorInOrder) {
   std::vector<std::string> all = v;
   keep_eval_subset(all, 0, 4);  // no limit
   EXPECT_EQ(all, v);
+}
+
+// Stratified by class: each class's count is its share of the split, rounded so the counts sum
+// to the limit (a class of 1 in 10,000 can get none); within a class, a draw fixed by the seed.
+TEST(EvalSubset, StratifiedKeepsEachClassShare) {
+  std::vector<int> labels;  // classes in blocks of 6,000, 3,000, 999 and 1 items, shuffled
+  for (int i = 0; i < 10000; ++i) labels.push_back(i % 10 < 6 ? 0 : i % 10 < 9 ? 1 : 2);
+  labels[9999] = 3;
+  for (const int64_t limit : {1000, 777, 10}) {
+    const std::vector<int64_t> items = eval_subset(labels, limit, 5);
+    ASSERT_EQ(int64_t(items.size()), limit);
+    EXPECT_TRUE(std::is_sorted(items.begin(), items.end()));
+    EXPECT_EQ(std::set<int64_t>(items.begin(), items.end()).size(), items.size());
+    int64_t count[4] = {};
+    for (int64_t i : items) ++count[labels[size_t(i)]];
+    const double share[4] = {0.6, 0.3, 0.0999, 0.0001};
+    for (int c = 0; c < 4; ++c) EXPECT_LE(std::abs(double(count[c]) - share[c] * double(limit)), 1.0) << "class " << c;
+    EXPECT_EQ(items, eval_subset(labels, limit, 5));
+    EXPECT_NE(items, eval_subset(labels, limit, 6));
+  }
+  EXPECT_EQ(eval_subset(labels, 0, 5).size(), labels.size());  // no limit: all
 }
 
 TEST(EvalSubset, Labels) {

@@ -23,13 +23,14 @@ TEST(Labelled, ReadsTsvCsvAndJsonLines) {
   EXPECT_EQ(tsv[0].label, "pos");
   EXPECT_EQ(tsv[1].line, 4);  // the blank line 3 skipped, counted
   // CSV: a quoted field keeps commas, "" and a newline; the line is where its row starts.
-  const auto csv = read_labelled(
-      write("a.csv", "text,label,b\n\"a, \"\"quoted\"\"\nline\",x,1\nplain,y,2\n"), {"text", "b", "label"});
+  const auto csv = read_labelled(write("a.csv", "text,label,b\n\"a, \"\"quoted\"\"\nline\",x,1\nplain,y,2\n"),
+                                 {"text", "b", "label"});
   ASSERT_EQ(csv.size(), 2u);
   EXPECT_EQ(csv[0].text, "a, \"quoted\"\nline");
   EXPECT_EQ(csv[0].pair, "1");
   EXPECT_EQ(csv[1].line, 4);
-  const auto jsonl = read_labelled(write("a.jsonl", "{\"text\": \"t\", \"label\": 1}\n{\"text\": \"u\", \"label\": \"z\"}\n"), {});
+  const auto jsonl =
+      read_labelled(write("a.jsonl", "{\"text\": \"t\", \"label\": 1}\n{\"text\": \"u\", \"label\": \"z\"}\n"), {});
   ASSERT_EQ(jsonl.size(), 2u);
   EXPECT_EQ(jsonl[0].label, "1");  // an integer label, kept as its text
   EXPECT_EQ(label_set(jsonl), (std::vector<std::string>{"1", "z"}));

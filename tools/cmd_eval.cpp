@@ -75,7 +75,8 @@ void add_eval(CLI::App& app) {
     check_compatible(ck.config, set, args->data_dir);
     check_same_classes(ck.class_names, set.class_names, args->checkpoint, args->data_dir);
     // The images: all, the first --limit, or --eval-limit drawn by --seed as train draws them.
-    std::vector<int64_t> items = eval_subset(set.count, args->eval_limit, args->seed);
+    std::vector<int64_t> items =
+        eval_subset(std::vector<int>(set.labels.begin(), set.labels.end()), args->eval_limit, args->seed);
     if (args->limit > 0 && args->limit < set.count) items.resize(size_t(args->limit));
     // A batch larger than the images evaluated would only plan memory for images there are not.
     ck.model->plan(std::min<int64_t>(args->batch_size, std::max<int64_t>(1, int64_t(items.size()))), Mode::infer);

@@ -52,7 +52,8 @@ void add_lm_flags(CLI::App& sub, LmFlags& f, bool finetune) {
       ->check(at_least(0))
       ->capture_default_str();
   add_eval_limit_option(sub, o.eval_limit,
-                        finetune ? "dev and test examples" : "dev sequences (and dev pairs, with --nsp)");
+                        finetune ? "dev and test examples" : "dev sequences (and dev pairs, with --nsp)", true,
+                        finetune);
   sub.add_option("--out", o.out_dir, "Run folder: checkpoint.safetensors, train_state.safetensors, metrics.jsonl")
       ->capture_default_str();
   sub.add_option("--resume", f.resume,
@@ -278,10 +279,12 @@ void add_text(CLI::App& app) {
         std::printf("%s\n", text.c_str());
         for (size_t m = 0; m < masks.size(); ++m) {
           if (masks.size() > 1) std::printf("  [MASK] %zu of %zu\n", m + 1, masks.size());
+          // A token that is only a word start (SentencePiece's lone "▁") has no text: shown as (space).
+          auto shown = [](const MaskFill& f) { return f.token_str.empty() ? std::string("(space)") : f.token_str; };
           size_t width = 0;
-          for (const MaskFill& f : masks[m]) width = std::max(width, f.token_str.size());
+          for (const MaskFill& f : masks[m]) width = std::max(width, shown(f).size());
           for (const MaskFill& f : masks[m])
-            std::printf("  %6.3f  %-*s  %s\n", f.score, int(width), f.token_str.c_str(), f.sequence.c_str());
+            std::printf("  %6.3f  %-*s  %s\n", f.score, int(width), shown(f).c_str(), f.sequence.c_str());
         }
       }
       // One text gives its result, several a list of them, as the pipeline does.

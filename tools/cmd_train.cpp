@@ -38,13 +38,14 @@ const TextPreset& text_preset(const std::string& name) {
   return find_text_preset(name);
 }
 
-CLI::Option* add_eval_limit_option(CLI::App& sub, int& limit, const std::string& items, bool training) {
+CLI::Option* add_eval_limit_option(CLI::App& sub, int& limit, const std::string& items, bool training,
+                                   bool stratified) {
   const std::string which =
       training ? ", the same every epoch so curves compare" : ": the ones train --eval-limit N --seed S evaluated on";
   return sub
       .add_option("--eval-limit", limit,
-                  "Evaluate on N " + items + " drawn at random, fixed by --seed" + which +
-                      " (default: all; N at least the split's size: all of it)")
+                  "Evaluate on N " + items + " drawn at random" + (stratified ? " in each class's proportion" : "") +
+                      ", fixed by --seed" + which + " (default: all; N at least the split's size: all of it)")
       ->type_name("N")
       ->check(at_least(1, "leave it out to evaluate on all"));
 }

@@ -66,9 +66,11 @@ void check_output_file(const std::string& path, const std::string& flag);
 void check_output_folder(const std::string& dir, const std::string& flag);
 
 // --eval-limit N, shared by train, compare, eval, pretrain and finetune: evaluate on N `items`
-// ("test images") drawn at random by --seed (train/eval_subset.h), every epoch when `training`.
+// ("test images") drawn at random by --seed (train/eval_subset.h), in each class's proportion when
+// `stratified` (classification), every epoch when `training`.
 // N < 1 is a usage error; not given, `limit` keeps 0: all.
-CLI::Option* add_eval_limit_option(CLI::App& sub, int& limit, const std::string& items, bool training = true);
+CLI::Option* add_eval_limit_option(CLI::App& sub, int& limit, const std::string& items, bool training = true,
+                                   bool stratified = true);
 
 // --overwrite, shared by train, compare, pretrain and finetune: a new run may replace `what`
 // (run_dir.h refuses a folder that holds a run without it).

@@ -103,8 +103,8 @@ std::vector<LabelledRow> from_table(const std::string& data, Format f, const Lab
   for (size_t k = 1; k < records.size(); ++k) {
     const Record& r = records[k];
     if (r.fields.size() != header.size())
-      fail("failed to read '", path, "': line ", r.line, ": expected ", header.size(), " fields as the header has, found ",
-           r.fields.size());
+      fail("failed to read '", path, "': line ", r.line, ": expected ", header.size(),
+           " fields as the header has, found ", r.fields.size());
     LabelledRow row{r.fields[t], c.pair.empty() ? std::string() : r.fields[p], r.fields[l], r.line};
     check_row(row, c, path);
     rows.push_back(std::move(row));
@@ -121,15 +121,16 @@ std::vector<LabelledRow> from_jsonl(const std::string& data, const LabelledColum
     at = end + 1, ++line;
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (!j.is_object()) fail("failed to read '", path, "': line ", line, ": expected a JSON object, found '",
-                             text.substr(0, 60), text.size() > 60 ? "...'" : "'");
+    if (!j.is_object())
+      fail("failed to read '", path, "': line ", line, ": expected a JSON object, found '", text.substr(0, 60),
+           text.size() > 60 ? "...'" : "'");
     auto field = [&](const std::string& key, bool is_label) -> std::string {
       if (!j.contains(key)) fail("failed to read '", path, "': line ", line, ": the object has no key '", key, "'");
       const nlohmann::json& v = j[key];
       if (v.is_string()) return v.get<std::string>();
       if (is_label && (v.is_number_integer() || v.is_boolean())) return v.dump();  // 0/1, true/false labels
-      fail("failed to read '", path, "': line ", line, ": expected '", key, "' to be a string", is_label ? " or an integer" : "",
-           ", found ", v.type_name());
+      fail("failed to read '", path, "': line ", line, ": expected '", key, "' to be a string",
+           is_label ? " or an integer" : "", ", found ", v.type_name());
     };
     LabelledRow row{field(c.text, false), c.pair.empty() ? std::string() : field(c.pair, false), field(c.label, true),
                     line};
@@ -165,8 +166,8 @@ std::vector<Example> labelled_examples(const std::vector<LabelledRow>& rows, con
   for (const LabelledRow& r : rows) {
     const auto it = std::lower_bound(classes.begin(), classes.end(), r.label);
     if (it == classes.end() || *it != r.label)
-      fail("failed to read '", path, "': line ", r.line, ": label '", r.label,
-           "' is not one of the training file's (", joined(classes), ")");
+      fail("failed to read '", path, "': line ", r.line, ": label '", r.label, "' is not one of the training file's (",
+           joined(classes), ")");
     const std::vector<int32_t> a = tok.encode(r.text);
     out.push_back({r.pair.empty() ? single_segment(a, seq_len) : segment_pair(a, tok.encode(r.pair), seq_len),
                    int(it - classes.begin())});

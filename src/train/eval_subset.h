@@ -17,6 +17,11 @@ namespace gmlp {
 // a smaller one's.
 std::vector<int64_t> eval_subset(int64_t total, int64_t limit, uint64_t seed);
 
+// The same for a classification split, stratified: each class's share of the subset is its share
+// of the split (the remainders go to the classes with the largest fractional shares, ties to the
+// lower class), and a class's items are a uniform draw among its own. labels[i] is item i's class.
+std::vector<int64_t> eval_subset(const std::vector<int>& labels, int64_t limit, uint64_t seed);
+
 // Keeps the items of v at eval_subset(v.size(), limit, seed), in their order.
 template <class T>
 void keep_eval_subset(std::vector<T>& v, int64_t limit, uint64_t seed) {

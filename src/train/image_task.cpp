@@ -24,7 +24,8 @@ ImageTask::ImageTask(Model<float>& model, Model<float>* ema, const data::ImageSe
       opt_(opt),
       aug_{opt.crop_padding, opt.hflip},
       erase_{float(opt.erase_prob)},
-      test_items_(eval_subset(test_set.count, opt.eval_limit, opt.seed)),
+      test_items_(
+          eval_subset(std::vector<int>(test_set.labels.begin(), test_set.labels.end()), opt.eval_limit, opt.seed)),
       subset_(subset_label(int64_t(test_items_.size()), test_set.count)) {
   mix_.mixup_alpha = float(opt.mixup_alpha), mix_.cutmix_alpha = float(opt.cutmix_alpha);
   mix_.prob = float(opt.mix_prob), mix_.switch_prob = float(opt.switch_prob);

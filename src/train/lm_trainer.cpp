@@ -301,6 +301,19 @@ int64_t limit_split(std::vector<T>& items, const LmOptions& opt, const char* wha
   return total;
 }
 
+// Labelled examples (finetuning's dev and test): the subset stratified by class.
+int64_t limit_split(std::vector<text::Example>& items, const LmOptions& opt, const char* what) {
+  const int64_t total = int64_t(items.size());
+  const std::string note = eval_limit_note(opt.eval_limit, total, what);
+  if (!note.empty()) std::fprintf(stderr, "gmlp: %s\n", note.c_str());
+  std::vector<int> labels;
+  for (const text::Example& e : items) labels.push_back(e.label);
+  std::vector<text::Example> kept;
+  for (int64_t i : eval_subset(labels, opt.eval_limit, opt.seed)) kept.push_back(std::move(items[size_t(i)]));
+  items = std::move(kept);
+  return total;
+}
+
 // " (2,000 of 10,000)" when an evaluation read a subset of its split, else "".
 std::string subset_note(const nlohmann::json& m, const std::string& split) {
   if (!m.contains(split + "_count") || !m.contains(split + "_total")) return "";
