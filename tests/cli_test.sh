@@ -479,8 +479,12 @@ import json, math, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert len(rows) == 2 and all(1 < r["dev_ppl"] < 300 and r["dev_masked_tokens"] > 0 for r in rows), rows
 assert rows[1]["train_loss"] < rows[0]["train_loss"], rows
+# Single dev verses (the corpus's lines), padded alone: perplexity, top-1 and top-5 beside the packed ones.
+for r in rows:
+    assert 1 < r["dev_verse_ppl"] < 300 and r["dev_verse_masked_tokens"] > 0 and r["dev_verses"] == r["dev_verses_total"] > 0, r
+    assert 0 <= r["dev_acc"] <= r["dev_top5"] <= 1 and 0 <= r["dev_verse_acc"] <= r["dev_verse_top5"] <= 1, r
 PY
-then ok "pretrain: perplexity reported, loss falls, resume equals an uninterrupted run"; else bad "pretrain: $(tail -3 "$WORK/lm.log")"; fi
+then ok "pretrain: perplexity and top-1/top-5 on packed sequences and single verses, loss falls, resume equals an uninterrupted run"; else bad "pretrain: $(tail -3 "$WORK/lm.log")"; fi
 LMCK="$WORK/lm_full/checkpoint.safetensors"
 if lm --epochs 1 --grad-accum 2 --out "$WORK/lm_acc" >/dev/null &&
    grep -q "^gmlp: training .*, batch 8 (2 micro-batches of 4)," "$WORK/lm.log" &&

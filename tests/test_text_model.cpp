@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <numeric>
 #include <sstream>
 
 #include "check.h"
@@ -346,6 +347,33 @@ TEST_P(TextKind, InferencePlanAndSaveLoadGiveIdenticalLogits) {
   ck.model->encode(tc.ids.data(), tc.B);
   const float* after = ck.model->classify();
   for (int64_t i = 0; i < tc.B * K; ++i) ASSERT_EQ(after[i], before[i]) << "logit " << i;
+}
+
+// mlm()'s hit counts against the logits themselves: arg-max hits, and top-5 hits (the label
+// among the five highest logits, ties to the lower id).
+TEST_P(TextKind, MaskedTokenTop1AndTop5CountFromTheLogits) {
+  TextCase tc(GetParam(), 2, 79);
+  const int64_t N = tc.m.config().seq_len, V = tc.m.config().vocab_size;
+  std::vector<int64_t> positions;
+  for (int64_t p = 1; p < 2 * N; p += 3) positions.push_back(p);
+  const int64_t count = int64_t(positions.size());
+  tc.m.plan(2, Mode::infer);
+  tc.m.encode(tc.ids.data(), 2);
+  // Labels of every rank: position k's label is its (k mod 8)-th highest logit's token.
+  const float* logits = tc.m.mlm_logits(positions.data(), count);
+  std::vector<int32_t> labels;
+  for (int64_t k = 0; k < count; ++k) {
+    std::vector<int32_t> order(static_cast<size_t>(V));
+    std::iota(order.begin(), order.end(), 0);
+    const float* row = logits + k * V;
+    std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return row[x] > row[y]; });
+    labels.push_back(order[size_t(k % 8)]);
+  }
+  int64_t top1 = 0, top5 = 0;
+  for (int64_t k = 0; k < count; ++k) top1 += k % 8 == 0, top5 += k % 8 < 5;
+  const auto r = tc.m.mlm(positions.data(), labels.data(), count, false);
+  EXPECT_EQ(r.correct, top1);
+  EXPECT_EQ(r.top5, top5);
 }
 
 // gmlp fill-mask (the public FillMask) and pretraining's evaluation see the same input: a text

@@ -267,7 +267,9 @@ typename TextModel<T>::MlmResult TextModel<T>::mlm(const int64_t* positions, con
       const int32_t y = labels[c0 + k];
       GMLP_CHECK(y >= 0 && y < V);
       const T* row = lg + k * V;
-      r.correct += (std::max_element(row, row + V) - row) == y;
+      int64_t above = 0;  // tokens ranked ahead of the label
+      for (int64_t v = 0; v < V && above < 5; ++v) above += row[v] > row[y] || (row[v] == row[y] && v < y);
+      r.correct += above == 0, r.top5 += above < 5;
     }
     r.loss_sum += double(cross_entropy_forward(probs.data(), lg, labels + c0, rows, V, T(0))) * rows;
     if (!backward) continue;

@@ -79,6 +79,7 @@ class TextModel final : public ParamModel<T> {
   struct MlmResult {
     double loss_sum = 0;  // Σ cross-entropy over the positions
     int64_t correct = 0;  // arg-max hits
+    int64_t top5 = 0;     // labels among the 5 highest logits (ties: the lower id first)
   };
   // Masked-token cross-entropy at `count` positions (flat b·N + n) of the last encode against
   // their labels, logits formed a chunk of rows at a time. With backward, accumulates the

@@ -387,6 +387,20 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   Rng dev_rng(opt.seed ^ 0xDE5E7ull);
   for (size_t i = 0; i < dev_seqs.size(); ++i)
     text::mask_tokens(dev_seqs[i].data(), dev_inputs.data() + i * N, dev_labels.data() + i * N, N, V, mask, dev_rng);
+  // Single dev documents (verses), each its own "[CLS] verse [SEP]" padded to N, as fill-mask and
+  // finetuning read a text: up to kVerseEval of them, drawn by the seed, masked once.
+  constexpr int64_t kVerseEval = 1000;
+  std::vector<std::vector<int32_t>> dev_docs = encode_all(tok, documents(opt, text::Split::dev));
+  dev_docs.erase(std::remove_if(dev_docs.begin(), dev_docs.end(), [](const auto& d) { return d.empty(); }),
+                 dev_docs.end());
+  const int64_t verses_total = int64_t(dev_docs.size());
+  keep_eval_subset(dev_docs, opt.eval_limit > 0 ? std::min<int64_t>(opt.eval_limit, kVerseEval) : kVerseEval, opt.seed);
+  std::vector<int32_t> verse_inputs(dev_docs.size() * N), verse_labels(dev_docs.size() * N);
+  Rng verse_rng(opt.seed ^ 0x5E75Eull);
+  for (size_t i = 0; i < dev_docs.size(); ++i) {
+    const std::vector<int32_t> one = text::pack_sequences({dev_docs[i]}, N).front();  // a long one cut at N
+    text::mask_tokens(one.data(), verse_inputs.data() + i * N, verse_labels.data() + i * N, N, V, mask, verse_rng);
+  }
 
   std::vector<int32_t> inputs, labels, targets;
   std::vector<int64_t> positions;
@@ -423,26 +437,44 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
         model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true, cls_dlogits, grad_scale);
     return StepStats{r.loss_sum, r.correct, int64_t(positions.size())};
   };
-  job.run_evaluate = [&] {
-    const int64_t B = model.planned_batch(), S = int64_t(dev_seqs.size());
+  // Masked-token figures of S masked sequences (inputs, labels): loss, arg-max and top-5 hits.
+  struct Scores {
     double loss = 0;
-    int64_t correct = 0, count = 0;
-    EvalProgress progress("dev sequences", S);
+    int64_t correct = 0, top5 = 0, count = 0;
+  };
+  auto score = [&](const std::vector<int32_t>& in, const std::vector<int32_t>& lab, const char* what) {
+    const int64_t B = model.planned_batch(), S = int64_t(in.size()) / N;
+    Scores sc;
+    EvalProgress progress(what, S);
     for (int64_t s0 = 0; s0 < S; s0 += B) {
       const int64_t b = std::min(B, S - s0);
-      gather_masked(dev_labels.data() + s0 * N, b * N, positions, targets);
-      model.encode(dev_inputs.data() + s0 * N, b);
+      gather_masked(lab.data() + s0 * N, b * N, positions, targets);
+      model.encode(in.data() + s0 * N, b);
       const auto r = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), false);
-      loss += r.loss_sum, correct += r.correct, count += int64_t(positions.size());
+      sc.loss += r.loss_sum, sc.correct += r.correct, sc.top5 += r.top5, sc.count += int64_t(positions.size());
       progress.update(s0 + b);
     }
-    const double mean = count ? loss / double(count) : 0.0;
+    return sc;
+  };
+  job.run_evaluate = [&] {
+    const Scores p = score(dev_inputs, dev_labels, "dev sequences");
+    const Scores v = score(verse_inputs, verse_labels, "dev verses");
+    auto share = [](int64_t n, int64_t of) { return of ? double(n) / double(of) : 0.0; };
+    const double mean = p.count ? p.loss / double(p.count) : 0.0, verse_mean = v.count ? v.loss / double(v.count) : 0.0;
     nlohmann::json m{{"dev_loss", mean},
                      {"dev_ppl", std::exp(mean)},
-                     {"dev_acc", count ? double(correct) / double(count) : 0.0},
-                     {"dev_masked_tokens", count},
-                     {"dev_count", S},
-                     {"dev_total", dev_total}};
+                     {"dev_acc", share(p.correct, p.count)},
+                     {"dev_top5", share(p.top5, p.count)},
+                     {"dev_masked_tokens", p.count},
+                     {"dev_count", dev_seqs.size()},
+                     {"dev_total", dev_total},
+                     // The same on single verses, padded: what fill-mask and finetuning read.
+                     {"dev_verse_ppl", std::exp(verse_mean)},
+                     {"dev_verse_acc", share(v.correct, v.count)},
+                     {"dev_verse_top5", share(v.top5, v.count)},
+                     {"dev_verse_masked_tokens", v.count},
+                     {"dev_verses", dev_docs.size()},
+                     {"dev_verses_total", verses_total}};
     if (opt.nsp) {
       // Whether B follows A, on the unmasked dev pairs, as a finetuned model would read them.
       m["dev_nsp_acc"] = nsp_batch.accuracy(model, dev_pairs, "dev pairs");
@@ -458,10 +490,13 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     if (opt.nsp)
       std::snprintf(nsp, sizeof nsp, "  next sentence: train acc %.2f%%, dev acc %.2f%%",
                     100 * m["train_nsp_acc"].get<double>(), 100 * m["dev_nsp_acc"].get<double>());
-    std::fprintf(stderr, "epoch %d/%d  train loss %.4f  dev%s perplexity %.2f  masked-token acc %.2f%%%s  (%s)\n",
+    std::fprintf(stderr,
+                 "epoch %d/%d  train loss %.4f  dev%s perplexity %.2f  masked-token acc %.2f%% (top 5 %.2f%%)  "
+                 "single verses: perplexity %.2f, acc %.2f%% (top 5 %.2f%%)%s  (%s)\n",
                  m["epoch"].get<int>(), epochs, m["train_loss"].get<double>(), subset_note(m, "dev").c_str(),
-                 m["dev_ppl"].get<double>(), 100 * m["dev_acc"].get<double>(), nsp,
-                 format_duration(m["seconds"].get<double>()).c_str());
+                 m["dev_ppl"].get<double>(), 100 * m["dev_acc"].get<double>(), 100 * m["dev_top5"].get<double>(),
+                 m["dev_verse_ppl"].get<double>(), 100 * m["dev_verse_acc"].get<double>(),
+                 100 * m["dev_verse_top5"].get<double>(), nsp, format_duration(m["seconds"].get<double>()).c_str());
   };
   return run_text(job, opt, folder, files, start);
 }
