@@ -26,6 +26,21 @@ struct LmFlags {
   RunFlags run;
 };
 
+// fill-mask's and classify-text's inputs: the texts given as arguments, or else one per non-blank
+// line of stdin; none at all is an error naming what was to be done.
+std::vector<std::string> texts_or_stdin(std::vector<std::string> texts, const char* action) {
+  if (texts.empty())
+    for (std::string line; std::getline(std::cin, line);)
+      if (line.find_first_not_of(" \t\r") != std::string::npos) texts.push_back(line);
+  if (texts.empty()) fail("no text to ", action, ": give texts as arguments or one per line on stdin");
+  return texts;
+}
+
+// Their --json, as Hugging Face's pipelines print it: one input gives its result, several a list.
+void print_results_json(const nlohmann::json& all) {
+  std::printf("%s\n", (all.size() == 1 ? all[0] : all).dump(2).c_str());
+}
+
 // What --resume takes besides itself: the rest of a resumed run is its own.
 const std::vector<std::string> kResumeFlags = {"--resume", "--epochs", "--threads", "--profile", "--config"};
 
@@ -245,11 +260,7 @@ void add_text(CLI::App& app) {
     add_threads_option(*sub, args->threads);
     sub->callback([args] {
       set_threads(args->threads);
-      std::vector<std::string> texts = args->texts;
-      if (texts.empty())
-        for (std::string line; std::getline(std::cin, line);)
-          if (line.find_first_not_of(" \t\r") != std::string::npos) texts.push_back(line);
-      if (texts.empty()) fail("no text to fill: give texts as arguments or one per line on stdin");
+      const std::vector<std::string> texts = texts_or_stdin(args->texts, "fill");
       FillMask model(args->checkpoint);
       // Every text checked before any is run.
       for (size_t i = 0; i < texts.size(); ++i) {
@@ -287,8 +298,7 @@ void add_text(CLI::App& app) {
             std::printf("  %6.3f  %-*s  %s\n", f.score, int(width), shown(f).c_str(), f.sequence.c_str());
         }
       }
-      // One text gives its result, several a list of them, as the pipeline does.
-      if (args->json) std::printf("%s\n", (texts.size() == 1 ? all[0] : all).dump(2).c_str());
+      if (args->json) print_results_json(all);
     });
   }
   {
@@ -313,11 +323,7 @@ void add_text(CLI::App& app) {
     add_threads_option(*sub, args->threads);
     sub->callback([args] {
       set_threads(args->threads);
-      std::vector<std::string> texts = args->texts;
-      if (texts.empty())
-        for (std::string line; std::getline(std::cin, line);)
-          if (line.find_first_not_of(" \t\r") != std::string::npos) texts.push_back(line);
-      if (texts.empty()) fail("no text to classify: give texts as arguments or one per line on stdin");
+      const std::vector<std::string> texts = texts_or_stdin(args->texts, "classify");
       TextClassifier model(args->checkpoint);
       // Pairs split at their tab, every input checked before any is run.
       std::vector<std::string> firsts, seconds;
@@ -341,7 +347,7 @@ void add_text(CLI::App& app) {
         std::printf("%s\n", texts[i].c_str());
         for (const Prediction& p : results[i]) std::printf("  %6.3f  %s\n", p.probability, p.name.c_str());
       }
-      if (args->json) std::printf("%s\n", (texts.size() == 1 ? all[0] : all).dump(2).c_str());
+      if (args->json) print_results_json(all);
     });
   }
 }
