@@ -53,7 +53,8 @@ data::ImageSet random_images(const ModelConfig& cfg, int n, uint64_t seed) {
 
 // Every image model kind, by its small preset, with every augmentation and regulariser the
 // step runs (crop, flip, Mixup/CutMix, random erasing, drop path, the moving average) and two
-// micro-batches a step: the calls run_loop makes for a step (loop.cpp), counted from the second.
+// micro-batches a step: run_loop's step (step_gradients, then AdamW and the moving average),
+// counted from the second.
 TEST_F(Allocations, NoneInImageTrainingStepsOfEveryKind) {
   for (const Preset& preset : presets()) {
     if (preset.name.rfind("fmnist-", 0) != 0) continue;
@@ -79,11 +80,7 @@ TEST_F(Allocations, NoneInImageTrainingStepsOfEveryKind) {
     for (int s = 0; s < 4; ++s) {
       if (s == 1) before = gmlp_allocations();
       for (int b = 0; b < B; ++b) keys[size_t(b)] = item_key(3, 0, int64_t(s) * B + b);
-      std::fill_n(p.grads, p.size, 0.f);
-      for (int k = 0; k < K; ++k) {
-        Rng shared(keys[size_t(k * micro)]);
-        task.step(order.data() + s * B + k * micro, keys.data() + k * micro, micro, shared, 1.0f / K);
-      }
+      step_gradients(task, p, order.data() + s * B, keys.data(), B, K);
       optimizer_step(adamw, p.weights, p.grads, p.size, 1.0, 1e-3);
       task.after_update();
     }

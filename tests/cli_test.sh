@@ -545,9 +545,9 @@ assert one[0]["score"] >= one[1]["score"]
 assert both[1][1][0]["sequence"].startswith("And God said, Let there be [MASK]: and there was"), both[1][1][0]
 PY
 then ok "fill-mask --json has the pipeline's shape, reads stdin"; else bad "fill-mask --json: $(cat "$WORK/fill.json" | head -5)"; fi
-expect_error "fill-mask without a mask" 1 "text 2 has no \[MASK\] to fill: 'no mask here'" -- \
+expect_error "fill-mask without a mask" 1 "text 2: no \[MASK\] to fill in 'no mask here'" -- \
   "$GMLP" fill-mask --checkpoint "$LMCK" "a [MASK]" "no mask here"
-expect_error "fill-mask past the model's length" 1 "the text is [0-9]+ tokens with \[CLS\] and \[SEP\]; the model reads at most 32" -- \
+expect_error "fill-mask past the model's length" 1 "' is [0-9]+ tokens with \[CLS\] and \[SEP\]; the model reads at most 32$" -- \
   "$GMLP" fill-mask --checkpoint "$LMCK" "$(printf 'and the light [MASK] %.0s' $(seq 20))"
 # A checkpoint of the other kind: one line naming the file, what it is and the commands it is for.
 expect_error "fill-mask on an image checkpoint" 1 \

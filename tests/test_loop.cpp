@@ -29,17 +29,12 @@ data::ImageSet random_images(int n, uint64_t seed) {
   return set;
 }
 
-// The gradient of one step on items[0..B) split into K micro-batches, each with its own shared
-// RNG (what a micro-batch draws as a whole), as run_loop takes it.
+// The gradient of one step on items[0..B) split into K micro-batches, as run_loop takes it.
 std::vector<float> step_gradient(Model<float>& model, ImageTask& task, const std::vector<int>& items,
                                  const std::vector<uint64_t>& keys, int K) {
-  const int B = int(items.size()), micro = B / K;
-  task.plan(micro);
-  model.zero_grad();
-  for (int k = 0; k < K; ++k) {
-    Rng shared(1000 + uint64_t(k));  // unused without Mixup/CutMix and drop path
-    task.step(items.data() + k * micro, keys.data() + k * micro, micro, shared, 1.0f / float(K));
-  }
+  const int B = int(items.size());
+  task.plan(B / K);
+  step_gradients(task, task.trainable(), items.data(), keys.data(), B, K);
   return std::vector<float>(model.grads(), model.grads() + model.num_params());
 }
 

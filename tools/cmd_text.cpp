@@ -26,6 +26,14 @@ struct LmFlags {
   RunFlags run;
 };
 
+// fill-mask's and classify-text's command lines.
+struct TextQueryArgs {
+  std::string checkpoint;
+  std::vector<std::string> texts;
+  int top = 5, threads = 0;
+  bool json = false;
+};
+
 // fill-mask's and classify-text's inputs: the texts given as arguments, or else one per non-blank
 // line of stdin; none at all is an error naming what was to be done.
 std::vector<std::string> texts_or_stdin(std::vector<std::string> texts, const char* action) {
@@ -243,13 +251,7 @@ void add_text(CLI::App& app) {
     });
   }
   {
-    struct Args {
-      std::string checkpoint;
-      std::vector<std::string> texts;
-      int top = 5, threads = 0;
-      bool json = false;
-    };
-    auto args = std::make_shared<Args>();
+    auto args = std::make_shared<TextQueryArgs>();
     CLI::App* sub = app.add_subcommand("fill-mask", "Print the most probable tokens for each [MASK] in a text");
     sub->add_option("--checkpoint", args->checkpoint, "A text checkpoint (gmlp pretrain's or finetune's)")->required();
     sub->add_option("texts", args->texts, "Texts with one or more [MASK] each (none: one text per line of stdin)");
@@ -262,15 +264,13 @@ void add_text(CLI::App& app) {
       set_threads(args->threads);
       const std::vector<std::string> texts = texts_or_stdin(args->texts, "fill");
       FillMask model(args->checkpoint);
-      // Every text checked before any is run.
-      for (size_t i = 0; i < texts.size(); ++i) {
-        const std::string which = texts.size() > 1 ? cat("text ", i + 1) : std::string("the text");
-        if (texts[i].find("[MASK]") == std::string::npos) fail(which, " has no [MASK] to fill: '", texts[i], "'");
-        const int n = model.count_tokens(texts[i]);
-        if (n > model.max_tokens())
-          fail(which, " is ", n, " tokens with [CLS] and [SEP]; the model reads at most ", model.max_tokens(), ": '",
-               texts[i], "'");
-      }
+      // Every text checked before any is run; with several, the error names which.
+      for (size_t i = 0; i < texts.size(); ++i) try {
+          model.check(texts[i]);
+        } catch (const std::runtime_error& e) {
+          if (texts.size() == 1) throw;
+          fail("text ", i + 1, ": ", e.what());
+        }
       nlohmann::json all = nlohmann::json::array();
       for (const std::string& text : texts) {
         const std::vector<std::vector<MaskFill>> masks = model.fill(text, args->top);
@@ -302,13 +302,7 @@ void add_text(CLI::App& app) {
     });
   }
   {
-    struct Args {
-      std::string checkpoint;
-      std::vector<std::string> texts;
-      int top = 5, threads = 0;
-      bool json = false;
-    };
-    auto args = std::make_shared<Args>();
+    auto args = std::make_shared<TextQueryArgs>();
     CLI::App* sub = app.add_subcommand("classify-text", "Classify texts with a finetuned text model");
     sub->add_option("--checkpoint", args->checkpoint, "A text classifier checkpoint (gmlp finetune's)")->required();
     sub->add_option("texts", args->texts,

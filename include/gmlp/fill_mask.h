@@ -32,10 +32,11 @@ class FillMask {
 
   // The most tokens the model reads in one text, [CLS] and [SEP] included.
   int max_tokens() const;
-  // The tokens `text` takes, [CLS] and [SEP] included: each [MASK] is one.
-  int count_tokens(const std::string& text) const;
+  // Throws std::runtime_error, naming the text, for one with no [MASK] or longer than
+  // max_tokens() (each [MASK] is one token): what fill() would refuse, without running the model.
+  void check(const std::string& text) const;
   // For each [MASK] of `text`, in order, its `top` most probable tokens, most probable first.
-  // Throws std::runtime_error for a text with no [MASK] or longer than max_tokens().
+  // Throws as check() does.
   std::vector<std::vector<MaskFill>> fill(const std::string& text, int top = 5);
 
  private:

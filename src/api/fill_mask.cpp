@@ -39,27 +39,33 @@ std::string piece_text(std::string piece, bool* starts_word) {
 
 struct FillMask::Impl {
   TextCheckpoint ck;
-  std::vector<int32_t> ids;  // one input of seq_len tokens
 
-  // [CLS] parts[0] [MASK] parts[1] ... [SEP]; positions gets where each [MASK] is.
-  std::vector<int32_t> encode(const std::vector<std::string>& parts, std::vector<int64_t>* positions) const {
-    std::vector<int32_t> out = {text::Tokenizer::kCls};
+  // The model's input for `text`, split at its masks: [CLS] parts[0] [MASK] parts[1] ... [SEP],
+  // padded to the model's length; positions gets where each [MASK] is. Throws for a text with
+  // no [MASK] or longer than the model reads.
+  std::vector<int32_t> input(const std::string& text, const std::vector<std::string>& parts,
+                             std::vector<int64_t>* positions) const {
+    if (parts.size() == 1) fail("no [MASK] to fill in '", text, "'");
+    std::vector<int32_t> ids = {text::Tokenizer::kCls};
     for (size_t i = 0; i < parts.size(); ++i) {
       if (i > 0) {
-        if (positions) positions->push_back(int64_t(out.size()));
-        out.push_back(text::Tokenizer::kMask);
+        if (positions) positions->push_back(int64_t(ids.size()));
+        ids.push_back(text::Tokenizer::kMask);
       }
-      for (int32_t id : ck.tokenizer->encode(parts[i])) out.push_back(id);
+      for (int32_t id : ck.tokenizer->encode(parts[i])) ids.push_back(id);
     }
-    out.push_back(text::Tokenizer::kSep);
-    return out;
+    ids.push_back(text::Tokenizer::kSep);
+    const size_t N = size_t(ck.config.seq_len);
+    if (ids.size() > N)
+      fail("'", text, "' is ", ids.size(), " tokens with [CLS] and [SEP]; the model reads at most ", N);
+    ids.resize(N, text::Tokenizer::kPad);
+    return ids;
   }
 };
 
 FillMask::FillMask(const std::string& checkpoint) : impl_(std::make_unique<Impl>()) {
   impl_->ck = load_text_checkpoint(checkpoint);
   impl_->ck.model->plan(1, Mode::infer);
-  impl_->ids.resize(size_t(impl_->ck.config.seq_len));
 }
 FillMask::~FillMask() = default;
 FillMask::FillMask(FillMask&&) noexcept = default;
@@ -67,20 +73,14 @@ FillMask& FillMask::operator=(FillMask&&) noexcept = default;
 
 int FillMask::max_tokens() const { return impl_->ck.config.seq_len; }
 
-int FillMask::count_tokens(const std::string& text) const {
-  return int(impl_->encode(split_at_masks(text), nullptr).size());
-}
+void FillMask::check(const std::string& text) const { impl_->input(text, split_at_masks(text), nullptr); }
 
 std::vector<std::vector<MaskFill>> FillMask::fill(const std::string& text, int top) {
   if (top < 1) fail("failed to fill masks: top ", top, " (expected a count >= 1)");
   const std::vector<std::string> parts = split_at_masks(text);
-  if (parts.size() == 1) fail("the text has no [MASK] to fill: '", text, "'");
   std::vector<int64_t> positions;
-  std::vector<int32_t> ids = impl_->encode(parts, &positions);
-  const int N = max_tokens(), V = impl_->ck.config.vocab_size;
-  if (int(ids.size()) > N)
-    fail("the text is ", ids.size(), " tokens with [CLS] and [SEP]; the model reads at most ", N, ": '", text, "'");
-  ids.resize(size_t(N), text::Tokenizer::kPad);
+  const std::vector<int32_t> ids = impl_->input(text, parts, &positions);
+  const int V = impl_->ck.config.vocab_size;
   TextModel<float>& model = *impl_->ck.model;
   model.encode(ids.data(), 1);
   top = std::min(top, V);

@@ -144,7 +144,7 @@ struct Problem {
 // C[i0, i1) × [j0, j1) on the calling thread.
 void block(const Isa& k, const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   thread_local Buffer a_buffer, b_buffer;
-  const int64_t M = i1 - i0, N = j1 - j0;
+  const int64_t M = i1 - i0;
   // Rows that fit one A block take each B panel straight from packing to use, while it is in
   // L1; otherwise a whole KC × NC slice of B is packed for the A blocks to share.
   const bool one_block = M <= kMC;

@@ -22,14 +22,20 @@ std::vector<int64_t> eval_subset(int64_t total, int64_t limit, uint64_t seed);
 // lower class), and a class's items are a uniform draw among its own. labels[i] is item i's class.
 std::vector<int64_t> eval_subset(const std::vector<int>& labels, int64_t limit, uint64_t seed);
 
+// Keeps the items of v at `indices` (ascending), in their order.
+template <class T>
+void keep_items(std::vector<T>& v, const std::vector<int64_t>& indices) {
+  if (indices.size() == v.size()) return;  // all of them
+  std::vector<T> kept;
+  kept.reserve(indices.size());
+  for (int64_t i : indices) kept.push_back(std::move(v[size_t(i)]));
+  v = std::move(kept);
+}
+
 // Keeps the items of v at eval_subset(v.size(), limit, seed), in their order.
 template <class T>
 void keep_eval_subset(std::vector<T>& v, int64_t limit, uint64_t seed) {
-  if (limit <= 0 || limit >= int64_t(v.size())) return;
-  std::vector<T> kept;
-  kept.reserve(size_t(limit));
-  for (int64_t i : eval_subset(int64_t(v.size()), limit, seed)) kept.push_back(std::move(v[size_t(i)]));
-  v = std::move(kept);
+  keep_items(v, eval_subset(int64_t(v.size()), limit, seed));
 }
 
 // n with thousands separators: "10,000".

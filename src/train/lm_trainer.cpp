@@ -8,6 +8,7 @@
 #include <functional>
 #include <numeric>
 #include <optional>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/matmul.h"
@@ -291,26 +292,20 @@ TrainResult run_text(TextTask& task, const LmOptions& opt, RunDir& folder, const
 }
 
 // The items of an evaluation split that --eval-limit keeps (eval_subset.h), and its size before,
-// with a note on stderr when the limit covers the whole split.
+// with a note on stderr when the limit covers the whole split. Labelled examples (finetuning's
+// dev and test) are drawn stratified by class.
 template <class T>
 int64_t limit_split(std::vector<T>& items, const LmOptions& opt, const char* what) {
   const int64_t total = int64_t(items.size());
   const std::string note = eval_limit_note(opt.eval_limit, total, what);
   if (!note.empty()) std::fprintf(stderr, "gmlp: %s\n", note.c_str());
-  keep_eval_subset(items, opt.eval_limit, opt.seed);
-  return total;
-}
-
-// Labelled examples (finetuning's dev and test): the subset stratified by class.
-int64_t limit_split(std::vector<text::Example>& items, const LmOptions& opt, const char* what) {
-  const int64_t total = int64_t(items.size());
-  const std::string note = eval_limit_note(opt.eval_limit, total, what);
-  if (!note.empty()) std::fprintf(stderr, "gmlp: %s\n", note.c_str());
-  std::vector<int> labels;
-  for (const text::Example& e : items) labels.push_back(e.label);
-  std::vector<text::Example> kept;
-  for (int64_t i : eval_subset(labels, opt.eval_limit, opt.seed)) kept.push_back(std::move(items[size_t(i)]));
-  items = std::move(kept);
+  if constexpr (std::is_same_v<T, text::Example>) {
+    std::vector<int> labels;
+    for (const text::Example& e : items) labels.push_back(e.label);
+    keep_items(items, eval_subset(labels, opt.eval_limit, opt.seed));
+  } else {
+    keep_eval_subset(items, opt.eval_limit, opt.seed);
+  }
   return total;
 }
 

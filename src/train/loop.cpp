@@ -39,6 +39,24 @@ std::atomic<StepObserver> g_step_observer{nullptr};
 
 void set_step_observer(StepObserver observer) { g_step_observer.store(observer); }
 
+StepStats step_gradients(Task& task, const Trainable& p, const int* items, const uint64_t* keys, int B, int K,
+                         double* loss) {
+  std::fill_n(p.grads, p.size, 0.f);
+  const int micro = B / K;
+  const float grad_scale = 1.0f / float(K);
+  StepStats stats;
+  double mean = 0;  // the micro-batches' mean losses, weighted 1/K as their gradients
+  for (int k = 0; k < K; ++k) {
+    const size_t at = size_t(k) * size_t(micro);
+    Rng shared(keys[at] ^ 0x5DEECE66Dull);
+    const StepStats r = task.step(items + at, keys + at, micro, shared, grad_scale);
+    stats.add(r);
+    mean += r.mean_loss() / K;
+  }
+  if (loss) *loss = mean;
+  return stats;
+}
+
 TrainResult run_loop(Task& task, const RunOptions& opt, const nlohmann::json& options_json, RunDir& folder,
                      const RunFiles& files, ResumePoint start, const std::vector<double>& lr_scale) {
   const auto t_start = std::chrono::steady_clock::now();
@@ -77,7 +95,6 @@ TrainResult run_loop(Task& task, const RunOptions& opt, const nlohmann::json& op
   std::vector<int> order(static_cast<size_t>(n));
   std::vector<uint64_t> keys(static_cast<size_t>(B));
   const double flops_per_step = task.flops_per_item() * B;
-  const float grad_scale = 1.0f / float(K);
   int64_t step = start.step;
   DivergenceGuard diverged(opt.lr);
   for (int epoch = start.epoch; epoch < opt.epochs; ++epoch) {
@@ -93,16 +110,8 @@ TrainResult run_loop(Task& task, const RunOptions& opt, const nlohmann::json& op
       const auto t_step = std::chrono::steady_clock::now();
       const int64_t first = s * B;  // position of the step's first item in the epoch's order
       for (int b = 0; b < B; ++b) keys[size_t(b)] = item_key(opt.seed, epoch, first + b);
-      std::fill_n(p.grads, p.size, 0.f);
-      StepStats stats;
-      double loss = 0;  // the micro-batches' mean losses, weighted 1/K as their gradients
-      for (int k = 0; k < K; ++k) {
-        const size_t at = size_t(k) * size_t(micro);
-        Rng shared(keys[at] ^ 0x5DEECE66Dull);
-        const StepStats r = task.step(order.data() + first + int64_t(at), keys.data() + at, micro, shared, grad_scale);
-        stats.add(r);
-        loss += r.mean_loss() / K;
-      }
+      double loss = 0;
+      const StepStats stats = step_gradients(task, p, order.data() + first, keys.data(), B, K, &loss);
       diverged.check(loss, step);
       lr = lr_schedule(step, total_steps, warmup_steps, opt.lr, opt.min_lr);
       optimizer_step(adamw, p.weights, p.grads, p.size, opt.clip_norm, lr);

@@ -121,6 +121,14 @@ struct ResumePoint {
   const RunState* state = nullptr;  // set when resuming
 };
 
+// The gradients of one step, on the items items[0..B) with their keys (item_key): zeroed, then
+// K micro-batches of B/K run one after another into them, each weighted 1/K, each drawing its
+// shared randomness (Mixup/CutMix, drop path) from its first item's key. Returns the step's sums;
+// loss gets the micro-batches' mean losses weighted 1/K. What run_loop does before clipping and
+// AdamW.
+StepStats step_gradients(Task& task, const Trainable& p, const int* items, const uint64_t* keys, int B, int K,
+                         double* loss = nullptr);
+
 // Called at the end of every training step, with the steps done so far in the run, on the thread
 // that runs the loop (nullptr: none). For tests and tools that watch a step from outside: what
 // happens between two calls is one whole step, progress line included.
