@@ -150,8 +150,15 @@ void add_text(CLI::App& app) {
                     "(next-verse's)")
         ->check(CLI::IsMember({"any", "book"}))
         ->capture_default_str();
+    CLI::Option* short_seqs =
+        sub->add_option("--short-seq-prob", args->f.opt.short_seq_prob,
+                        "Chance that a training sequence is replaced by a short one of whole verses (documents), "
+                        "'[CLS] verse [SEP]' padded, as fill-mask and finetuning read a text (BERT's "
+                        "short_seq_prob; not with --nsp)")
+            ->check(real_in(0, 1, Ends::closed))
+            ->capture_default_str();
     add_lm_flags(*sub, args->f, false);
-    sub->callback([args, sub] {
+    sub->callback([args, sub, short_seqs] {
       set_threads(args->f.threads);
       const ProfileRun profiling(args->f.profile);
       LmOptions opt = args->f.opt;
@@ -163,6 +170,7 @@ void add_text(CLI::App& app) {
         return;
       }
       const TextPreset& p = text_preset(args->preset);
+      if (opt.nsp && !short_seqs->count()) opt.short_seq_prob = 0;
       if (!args->f.run.epochs->count()) opt.epochs = p.epochs;
       if (!args->f.run.batch->count()) opt.batch_size = p.batch_size;
       if (!args->f.run.lr->count()) opt.lr = p.lr;

@@ -236,13 +236,14 @@ template <class T>
 class GatingMlp final : public Branch<T> {
  public:
   GatingMlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t ffn, const std::string& gate,
-            float gate_eps, int64_t attn_dim)
+            float gate_eps, int64_t attn_dim, const SharedScoreBias<T>* score_bias)
       : d_(d),
         F_(ffn),
         gate_(parse_sgu_gate(gate.c_str())),
         H_(SguShape{d.N, 1, ffn, gate_}.H()),
         eps_(gate_eps),
-        A_(attn_dim) {
+        A_(attn_dim),
+        score_bias_(score_bias) {
     fc1_ = LinearParams(t, prefix + ".fc1", d.D, ffn);
     gnorm_w_ = t.add(prefix + ".gate.norm.weight", {H_}, false);
     gnorm_b_ = t.add(prefix + ".gate.norm.bias", {H_}, false);
@@ -295,7 +296,8 @@ class GatingMlp final : public Branch<T> {
     if (A_ > 0) {
       GMLP_PROFILE("fwd.tiny_attn");
       qkv_.forward(qkv_buf_, xn, w, M);
-      attention_forward(ao_, probs_, qkv_buf_, AttnShape{d_.N, B, 1, A_});
+      const T* key_bias = score_bias_ ? score_bias_->key_bias : nullptr;
+      attention_forward(ao_, probs_, qkv_buf_, AttnShape{d_.N, B, 1, A_}, static_cast<const T*>(nullptr), key_bias);
       aproj_.forward(r_, ao_, w, M);
     }
     {
@@ -344,8 +346,12 @@ class GatingMlp final : public Branch<T> {
     const std::string a = g.gelu(fc1_.emit(g, xn));  // (B, N, F)
     std::string u = a, v = a;
     if (gate_ == SguGate::split) u = g.slice(a, 2, 0, H_), v = g.slice(a, 2, H_, F_);
-    std::string gate = g.mix_tokens(g.layernorm(v, gnorm_w_, gnorm_b_, eps_), proj_w_, proj_b_);
-    if (A_ > 0) gate = g.add(gate, aproj_.emit(g, g.attention(qkv_.emit(g, xn), d_.N, 1, A_)));
+    std::string vn = g.layernorm(v, gnorm_w_, gnorm_b_, eps_);
+    if (score_bias_) vn = g.mul(vn, g.shared("token_keep"));  // padding's rows zeroed, as sgu_forward does
+    std::string gate = g.mix_tokens(vn, proj_w_, proj_b_);
+    if (A_ > 0)
+      gate = g.add(gate, aproj_.emit(g, g.attention(qkv_.emit(g, xn), d_.N, 1, A_, "",
+                                                    score_bias_ ? g.shared("key_bias") : "")));
     std::string s = gate;  // the linear gate: s(Z) = gate
     if (gate_ == SguGate::split || gate_ == SguGate::multiplicative) s = g.mul(u, gate);
     if (gate_ == SguGate::additive) s = g.add(u, gate);
@@ -353,13 +359,14 @@ class GatingMlp final : public Branch<T> {
   }
 
  private:
-  SguShape shape(int64_t B) const { return SguShape{d_.N, B, F_, gate_}; }
+  SguShape shape(int64_t B) const { return SguShape{d_.N, B, F_, gate_, score_bias_ ? score_bias_->pad : nullptr}; }
   BranchDims d_;
   int64_t F_;
   SguGate gate_;
   int64_t H_;
   float eps_;
   int64_t A_;
+  const SharedScoreBias<T>* score_bias_;
   LinearParams fc1_, fc2_, qkv_, aproj_;
   int64_t gnorm_w_ = 0, gnorm_b_ = 0, proj_w_ = 0, proj_b_ = 0;
   T *z_ = nullptr, *a_ = nullptr, *vn_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr, *g_ = nullptr, *s_ = nullptr;
@@ -526,8 +533,9 @@ std::unique_ptr<Branch<T>> make_token_linear(ParamTable& t, const std::string& p
 }
 template <class T>
 std::unique_ptr<Branch<T>> make_gating_mlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t ffn,
-                                           const std::string& gate, float gate_eps, int64_t attn_dim) {
-  return std::make_unique<GatingMlp<T>>(t, prefix, d, ffn, gate, gate_eps, attn_dim);
+                                           const std::string& gate, float gate_eps, int64_t attn_dim,
+                                           const SharedScoreBias<T>* score_bias) {
+  return std::make_unique<GatingMlp<T>>(t, prefix, d, ffn, gate, gate_eps, attn_dim, score_bias);
 }
 template <class T>
 std::unique_ptr<Branch<T>> make_self_attention(ParamTable& t, const std::string& prefix, BranchDims d, int64_t heads,
@@ -547,7 +555,8 @@ std::unique_ptr<Branch<T>> make_external_attention(ParamTable& t, const std::str
                                                         InitStyle, const std::string&, float);                         \
   template std::unique_ptr<Branch<T>> make_token_linear<T>(ParamTable&, const std::string&, BranchDims);               \
   template std::unique_ptr<Branch<T>> make_gating_mlp<T>(ParamTable&, const std::string&, BranchDims, int64_t,         \
-                                                         const std::string&, float, int64_t);                          \
+                                                         const std::string&, float, int64_t,                           \
+                                                         const SharedScoreBias<T>*);                                   \
   template std::unique_ptr<Branch<T>> make_self_attention<T>(ParamTable&, const std::string&, BranchDims, int64_t,     \
                                                              InitStyle, const SharedScoreBias<T>*);                    \
   template std::unique_ptr<Branch<T>> make_external_attention<T>(ParamTable&, const std::string&, BranchDims, int64_t, \

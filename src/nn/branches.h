@@ -30,19 +30,25 @@ std::unique_ptr<Branch<T>> make_token_mlp(ParamTable& t, const std::string& pref
                                           InitStyle style, const std::string& token_norm_name = "", float eps = 1e-6f);
 template <class T>
 std::unique_ptr<Branch<T>> make_token_linear(ParamTable& t, const std::string& prefix, BranchDims d);
-// gate: "split" | "multiplicative" | "additive" | "linear"; attn_dim > 0 adds aMLP's attention.
-template <class T>
-std::unique_ptr<Branch<T>> make_gating_mlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t ffn,
-                                           const std::string& gate, float gate_eps, int64_t attn_dim);
 // Score biases owned by the model and shared by its attention layers: a (heads, N, N) bias
 // (T5's relative positions; read in forward, its gradient accumulated in dbias in backward), and
-// a (B, N) key bias (the padding mask; no gradient). Null pointers mean none.
+// a (B, N) key bias (the padding mask; no gradient). pad is the same mask as bytes, nonzero at
+// padding, for the spatial gating unit's token mix. Null pointers mean none.
 template <class T>
 struct SharedScoreBias {
   T* bias = nullptr;
   T* dbias = nullptr;
   T* key_bias = nullptr;
+  const uint8_t* pad = nullptr;
 };
+
+// gate: "split" | "multiplicative" | "additive" | "linear"; attn_dim > 0 adds aMLP's attention.
+// With a padding mask (score_bias->pad, ->key_bias), padding is left out of the spatial token mix
+// and is no key of the tiny attention, so no other token reads it.
+template <class T>
+std::unique_ptr<Branch<T>> make_gating_mlp(ParamTable& t, const std::string& prefix, BranchDims d, int64_t ffn,
+                                           const std::string& gate, float gate_eps, int64_t attn_dim,
+                                           const SharedScoreBias<T>* score_bias = nullptr);
 
 template <class T>
 std::unique_ptr<Branch<T>> make_self_attention(ParamTable& t, const std::string& prefix, BranchDims d, int64_t heads,

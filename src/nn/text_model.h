@@ -33,7 +33,11 @@ struct TextConfig {
   int attn_dim = 64;                  // amlp: the tiny attention's width
   std::string gate = "split";         // gmlp/amlp gating: split, multiplicative, additive, linear
   int num_classes = 0;                // > 0: a classification head on [CLS]
-  bool pad_mask = true;               // bert, bert_rel: attention ignores [PAD] keys (id 0); gMLP has none
+  bool pad_mask = true;               // bert, bert_rel: attention ignores [PAD] keys (id 0)
+  // gmlp, amlp: [PAD] tokens are left out of the spatial gating unit's token mix (and are no keys
+  // of aMLP's tiny attention), so a text's outputs do not depend on the padding after it. A config
+  // without the field (a checkpoint from before it) reads false: trained with padding mixed in.
+  bool gate_pad_mask = true;
   bool segments = false;              // BERT's segment (token-type) embedding: 0 up to the first [SEP], 1 after
   int rel_buckets = 32;               // bert_rel: T5 bidirectional buckets ...
   int rel_max_distance = 128;         // ... and the distance where the log-spaced buckets end
@@ -110,7 +114,10 @@ class TextModel final : public ParamModel<T> {
 
  private:
   void backward_encoder();  // from dXf_ (∂L/∂ final LayerNorm output) to the embeddings
-  bool pads_masked() const { return cfg_.pad_mask && model_kind_info(cfg_.model).self_attention; }
+  bool pads_masked() const {
+    const ModelKindInfo& kind = model_kind_info(cfg_.model);
+    return kind.self_attention ? cfg_.pad_mask : kind.gated && cfg_.gate_pad_mask;
+  }
 
   TextConfig cfg_;
   std::vector<std::unique_ptr<Residual<T>>> layers_;
@@ -121,6 +128,7 @@ class TextModel final : public ParamModel<T> {
 
   std::vector<int32_t> ids_;   // the last encode's ids, for the embedding's backward
   std::vector<uint8_t> segs_;  // with segments: the last encode's segment of each (b, n)
+  std::vector<uint8_t> pads_;  // with a padding mask: 1 where the last encode's (b, n) is [PAD]
   std::vector<T> probs_;       // the MLM head's softmax, one chunk
   T *xf_ = nullptr, *meanf_ = nullptr, *rstdf_ = nullptr, *logits_ = nullptr, *rows_ = nullptr;
   T *cls_logits_ = nullptr, *bias_buf_ = nullptr, *dbias_buf_ = nullptr, *key_bias_ = nullptr;

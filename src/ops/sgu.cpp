@@ -96,6 +96,7 @@ void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gam
     parallel_for_if(rows_shared, N, [&](int64_t n) {
       const int64_t r = n * B + img;  // its row in the token-major activations
       layernorm_row(vi + n * H, mi + n, ri + n, z + r * F + off, gamma, beta, H, eps);
+      if (s.pad && s.pad[img * N + n]) std::fill(vi + n * H, vi + (n + 1) * H, T(0));  // read by no token
     });
     matmul<T>(false, false, N, H, N, W, N, vi, H, T(0), gi, H);  // g = W·v̂
     parallel_for_if(rows_shared, N, [&](int64_t n) {
@@ -198,6 +199,7 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
     // v is all of z and its gradient adds to u's.
     for (int64_t n = 0; n < N; ++n) {
       const int64_t r = n * B + img;
+      if (s.pad && s.pad[img * N + n]) std::fill(dvn + n * H, dvn + (n + 1) * H, T(0));  // v̂ was zeroed
       layernorm_row_backward(dz + r * F + off, sc.at(t, kDgamma), sc.at(t, kDbeta), dvn + n * H, z + r * F + off,
                              mean[img * N + n], rstd[img * N + n], gamma, H,
                              gate == SguGate::split ? Write::overwrite : Write::accumulate);
@@ -222,6 +224,15 @@ double ref_gate(const T* W, const T* b, const std::vector<T>& vn, const T* res, 
   if (res) gate += res[(n * s.B + bb) * H + h];
   return gate;
 }
+
+// Zeroes the (N, B, H) rows of padding tokens.
+template <class T>
+void zero_pads(std::vector<T>& x, SguShape s) {
+  const int64_t H = s.H();
+  for (int64_t n = 0; n < s.N && s.pad; ++n)
+    for (int64_t bb = 0; bb < s.B; ++bb)
+      if (s.pad[bb * s.N + n]) std::fill(x.begin() + (n * s.B + bb) * H, x.begin() + (n * s.B + bb + 1) * H, T(0));
+}
 }  // namespace
 
 template <class T>
@@ -230,6 +241,7 @@ void sgu_forward_ref(T* out, const T* z, const T* gamma, const T* beta, const T*
   const int64_t H = s.H(), M = s.rows();
   std::vector<T> vn(M * H), mean(M), rstd(M);
   layernorm_forward_ref(vn.data(), H, mean.data(), rstd.data(), z + v_offset(s), s.F, gamma, beta, M, H, eps);
+  zero_pads(vn, s);
   for (int64_t n = 0; n < s.N; ++n)
     for (int64_t bb = 0; bb < s.B; ++bb)
       for (int64_t h = 0; h < H; ++h) {
@@ -248,6 +260,7 @@ void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, c
   const int64_t H = s.H(), M = s.rows(), N = s.N, B = s.B, F = s.F;
   std::vector<T> vn(M * H), mean(M), rstd(M), dvn(M * H, T(0));
   layernorm_forward_ref(vn.data(), H, mean.data(), rstd.data(), z + v_offset(s), F, gamma, beta, M, H, eps);
+  zero_pads(vn, s);
   for (int64_t i = 0; i < M * F; ++i) dz[i] = 0;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t bb = 0; bb < B; ++bb)
@@ -266,6 +279,7 @@ void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, c
           dvn[(m * B + bb) * H + h] += T(dgate * W[n * N + m]);
         }
       }
+  zero_pads(dvn, s);
   layernorm_backward_ref(dz + v_offset(s), F, dgamma, dbeta, dvn.data(), H, z + v_offset(s), F, mean.data(),
                          rstd.data(), gamma, M, H);
 }

@@ -5,6 +5,8 @@
 //   multiplicative  u = v = z (H = F);                         out = z ⊙ g
 //   additive        u = v = z (H = F);                         out = z + g
 //   linear          v = z (H = F);                             out = g
+// With a padding mask, the rows of v̂ of padding tokens are zeroed before the token product, so
+// that no token reads them: W's columns of padding are left out (text models padded to length).
 // Activations are token-major (N, B, ·); an image's rows are N×H tiles at a stride, so W·v̂ and
 // both of its gradients are (N×N)·(N×H) products per image, with no transposes anywhere.
 #pragma once
@@ -20,6 +22,7 @@ SguGate parse_sgu_gate(const char* name);
 struct SguShape {
   int64_t N, B, F;  // tokens, batch, gate input channels
   SguGate gate = SguGate::split;
+  const uint8_t* pad = nullptr;  // (B, N): nonzero where a token is padding; nullptr: none
   int64_t H() const { return gate == SguGate::split ? F / 2 : F; }  // output channels
   int64_t rows() const { return N * B; }
 };

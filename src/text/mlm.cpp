@@ -1,5 +1,7 @@
 #include "text/mlm.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "text/tokenizer.h"
 
@@ -37,6 +39,24 @@ std::vector<std::vector<int32_t>> pack_sequences(const std::vector<std::vector<i
     out.push_back(std::move(cur));
   }
   return out;
+}
+
+void short_sequence(const std::vector<std::vector<int32_t>>& docs, size_t first, int length, int seq_len,
+                    int32_t* out) {
+  if (first >= docs.size()) fail("failed to make a short sequence: document ", first, " of ", docs.size());
+  if (length < 2 || length > seq_len)
+    fail("failed to make a short sequence: expected a length in [2, ", seq_len, "], found ", length);
+  std::fill(out, out + seq_len, T::kPad);
+  out[0] = T::kCls;
+  int n = 1;
+  for (size_t d = first; d < docs.size() && n < seq_len; ++d) {
+    const int size = int(docs[d].size());
+    if (d > first && n + size + 1 > length) break;
+    const int take = std::min(size, seq_len - n);
+    std::copy(docs[d].begin(), docs[d].begin() + take, out + n);
+    n += take;
+    if (n < seq_len) out[n++] = T::kSep;
+  }
 }
 
 std::vector<Example> next_sentence_pairs(const std::vector<std::vector<int32_t>>& docs, const std::vector<int>& unit,

@@ -25,6 +25,15 @@ inline constexpr int32_t kIgnoreLabel = -100;  // label of a position the loss s
 std::vector<std::vector<int32_t>> pack_sequences(const std::vector<std::vector<int32_t>>& docs,
                                                  int seq_len = kDefaultSeqLen);
 
+// A short sequence of whole documents, BERT's short_seq_prob sequence (create_pretraining_data.py;
+// Devlin et al. 2019, appendix A.2), in the shape a single text is read in ("[CLS] text [SEP]"
+// padded): out (seq_len ids) = "[CLS] docs[first] [SEP] docs[first+1] [SEP] ... [PAD] ...", the
+// documents from `first` on, in order, as many whole ones as fit in `length` ids, and always the
+// first (cut at seq_len, without its [SEP], if it does not fit). Throws gmlp::Error if first is
+// past the documents or length is outside [2, seq_len].
+void short_sequence(const std::vector<std::vector<int32_t>>& docs, size_t first, int length, int seq_len,
+                    int32_t* out);
+
 // BERT's next-sentence pretraining data (Devlin et al. 2019, §3.1, task #2; the shape of its
 // create_pretraining_data.py): pairs "[CLS] A [SEP] B [SEP]" of seq_len ids, label 1 when B is the
 // text right after A, 0 when B is text from elsewhere. docs are the documents in order (token ids

@@ -79,6 +79,9 @@ void validate_options(const LmOptions& o, bool finetune) {
   // Pretraining learns from the masked tokens only; finetuning masks for --mlm-weight's loss.
   need_real(o.mask_prob, "--mask-prob", 0, 1, true, false);
   if (!finetune) {
+    need_real(o.short_seq_prob, "--short-seq-prob", 0, 1, false, false);
+    if (o.nsp && o.short_seq_prob > 0)
+      fail("--short-seq-prob is for masked-token pretraining: --nsp's pairs are their own (give 0 or leave it out)");
     need_whole(o.vocab_size, "--vocab-size", text::Tokenizer::kNumReserved + 1, 1000000);
     if (o.nsp_negatives != "any" && o.nsp_negatives != "book")
       fail("invalid --nsp-negatives '", o.nsp_negatives, "': expected any or book");

@@ -34,12 +34,16 @@ using text::Tokenizer;
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, vocab_size, epochs, batch_size,
                                                 grad_accum, lr, min_lr, warmup_epochs, weight_decay, clip_norm,
-                                                mask_prob, seed, train_limit, eval_limit, seq_len, precision, segments,
+                                                mask_prob, short_seq_prob, seed, train_limit, eval_limit, seq_len, precision, segments,
                                                 nsp, nsp_negatives, layer_decay, drop_path, mlm_weight, train_file,
                                                 dev_file, test_file, text_column, pair_column, label_column)
 
 nlohmann::json LmOptions::to_json() const { return *this; }
-LmOptions LmOptions::from_json(const nlohmann::json& j) { return j.get<LmOptions>(); }
+LmOptions LmOptions::from_json(const nlohmann::json& j) {
+  LmOptions o = j.get<LmOptions>();
+  if (!j.contains("short_seq_prob")) o.short_seq_prob = 0;  // a run from before the option had none
+  return o;
+}
 
 void save_text_checkpoint(const std::string& path, const TextModel<float>& model, const Tokenizer& tokenizer,
                           const std::map<std::string, std::string>& extra) {
@@ -362,7 +366,7 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     Rng r(epoch_seed(opt.seed ^ 0x4E5Bull, epoch));
     pairs = text::next_sentence_pairs(nsp_train.ids, nsp_train.unit, nsp_train.group, N, r);
   };
-  std::vector<std::vector<int32_t>> train_seqs;
+  std::vector<std::vector<int32_t>> train_seqs, train_docs;
   if (opt.nsp) {
     nsp_train = nsp_documents(tok, text::Split::train, any_book);
     draw_pairs(start.epoch);
@@ -370,8 +374,13 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     Rng r(opt.seed ^ 0xDE5E7ull);
     dev_pairs = text::next_sentence_pairs(dev.ids, dev.unit, dev.group, N, r);
   } else {
-    train_seqs = pack(tok, documents(opt, text::Split::train), N);
+    train_docs = encode_all(tok, documents(opt, text::Split::train));
+    train_seqs = text::pack_sequences(train_docs, N);
+    train_docs.erase(std::remove_if(train_docs.begin(), train_docs.end(), [](const auto& d) { return d.empty(); }),
+                     train_docs.end());
   }
+  const double short_prob = opt.nsp ? 0.0 : opt.short_seq_prob;
+  std::vector<int32_t> short_seqs;
   auto dev_seqs = pack(tok, documents(opt, text::Split::dev), N);
   const int64_t dev_total = limit_split(dev_seqs, opt, "dev sequences");
   const int64_t dev_pairs_total = opt.nsp ? limit_split(dev_pairs, opt, "dev pairs") : 0;
@@ -413,10 +422,19 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     };
   job.run_step = [&](const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale) {
     inputs.resize(size_t(B) * N), labels.resize(size_t(B) * N), nsp_batch.labels.resize(size_t(B));
+    short_seqs.resize(size_t(B) * N);
     for (int b = 0; b < B; ++b) {
       const int i = items[b];
       const int32_t* ids = opt.nsp ? pairs[i].ids.data() : train_seqs[i].data();
       Rng item_rng(keys[b]);
+      if (short_prob > 0 && item_rng.uniform() < short_prob) {
+        // BERT's short sequence in this one's place: whole documents from a random one on, as
+        // many as fit in a length uniform in [2, N].
+        const size_t first = size_t(item_rng.below(train_docs.size()));
+        const int length = 2 + int(item_rng.below(uint64_t(N - 1)));
+        text::short_sequence(train_docs, first, length, N, short_seqs.data() + size_t(b) * N);
+        ids = short_seqs.data() + size_t(b) * N;
+      }
       text::mask_tokens(ids, inputs.data() + b * N, labels.data() + b * N, N, V, mask, item_rng);
       if (opt.nsp) nsp_batch.labels[b] = pairs[i].label;
     }

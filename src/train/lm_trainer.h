@@ -49,6 +49,10 @@ struct LmOptions : RunOptions {
   double mlm_weight = 0;     // finetune: keep the masked-token loss beside the task's, this
                              // weighted, on inputs masked at mask_prob (0: off, clean inputs)
   double mask_prob = 0.15;
+  // pretrain: the chance that a training sequence is replaced by a short one of whole documents,
+  // "[CLS] d [SEP] ... [PAD]" (BERT's short_seq_prob; text/mlm.h), as a single text is read. Off
+  // with --nsp, whose pairs are their own. A run saved before the option reads 0.
+  double short_seq_prob = 0.1;
   // train_limit: pretrain, the first N training sequences; finetune, a random N examples fixed
   // by the seed. eval_limit: N dev/test sequences, pairs or examples.
   int seq_len = 0;                    // finetune: a shorter length than pretraining's (0: the same)

@@ -51,16 +51,19 @@ class TinyAttention(nn.Module):
         self.qkv = nn.Linear(dim, 3 * d_attn)
         self.proj = nn.Linear(d_attn, d_out)
 
-    def forward(self, x):
+    def forward(self, x, keep=None):
         q, k, v = self.qkv(x).chunk(3, dim=-1)
-        a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.d_attn), dim=-1)
-        return self.proj(a @ v)
+        s = q @ k.transpose(-2, -1) / math.sqrt(self.d_attn)
+        if keep is not None:  # (B, N): padding is no key
+            s = s + torch.where(keep, 0.0, -1e9).to(s.dtype)[:, None, :]
+        return self.proj(torch.softmax(s, dim=-1) @ v)
 
 
 class Gate(nn.Module):
     """The spatial gating unit with the paper's gating functions s(Z) (§3.1 ablation):
     split u⊙f(v), multiplicative z⊙f(z), additive z+f(z), linear f(z); f = proj over tokens of
-    LayerNorm(v), plus the tiny attention's output when given."""
+    LayerNorm(v), plus the tiny attention's output when given. keep (B, N), when given, zeroes the
+    normalised v of padding tokens, so that the token mix leaves them out."""
 
     def __init__(self, ffn, seq_len, kind, eps):
         super().__init__()
@@ -69,9 +72,12 @@ class Gate(nn.Module):
         self.norm = nn.LayerNorm(width, eps=eps)
         self.proj = nn.Linear(seq_len, seq_len)
 
-    def forward(self, z, res=None):
+    def forward(self, z, res=None, keep=None):
         u, v = z.chunk(2, dim=-1) if self.kind == "split" else (z, z)
-        g = self.proj(self.norm(v).transpose(-1, -2)).transpose(-1, -2)
+        vn = self.norm(v)
+        if keep is not None:
+            vn = vn * keep[..., None].to(vn.dtype)
+        g = self.proj(vn.transpose(-1, -2)).transpose(-1, -2)
         if res is not None:
             g = g + res
         if self.kind in ("split", "multiplicative"):
@@ -88,9 +94,9 @@ class GatingMlp(nn.Module):
         self.fc2 = nn.Linear(width, dim)
         self.attn = TinyAttention(dim, attn_dim, width) if attn_dim else None
 
-    def forward(self, xn):
+    def forward(self, xn, keep=None):
         z = F.gelu(self.fc1(xn))
-        return self.fc2(self.gate(z, self.attn(xn) if self.attn is not None else None))
+        return self.fc2(self.gate(z, self.attn(xn, keep) if self.attn is not None else None, keep))
 
 
 class GmlpBlock(nn.Module):
@@ -99,8 +105,8 @@ class GmlpBlock(nn.Module):
         self.norm = nn.LayerNorm(dim, eps=eps)
         self.mlp_channels = mlp_channels
 
-    def forward(self, x):
-        return x + self.mlp_channels(self.norm(x))
+    def forward(self, x, keep=None):
+        return x + self.mlp_channels(self.norm(x), keep)
 
 
 class LinearBlock(nn.Module):

@@ -1,7 +1,8 @@
 """PyTorch references for gmlp's masked-language models (src/nn/text_model.h), with the same
 parameter names: gMLP and aMLP over token embeddings (no positions), and the pre-LayerNorm
 BERT-style Transformer with learned absolute positions ("bert") or T5 relative position biases
-("bert_rel"), whose attention ignores [PAD] (id 0) keys. MLM logits use the token embedding as the output projection (tied), plus a bias.
+("bert_rel"), whose attention ignores [PAD] (id 0) keys; gMLP and aMLP leave [PAD] out of the
+spatial gate's token mix and the tiny attention's keys (gate_pad_mask). MLM logits use the token embedding as the output projection (tied), plus a bias.
 With segments=True any of them adds BERT's segment (token-type) embedding: row 0 up to and
 including a sequence's first [SEP] (id 3), row 1 after it.
 
@@ -20,7 +21,7 @@ import models
 SEP = 3  # the tokenizer's reserved ids: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4
 
 DEFAULTS = dict(model="gmlp", vocab_size=8000, seq_len=128, depth=4, dim=256, ffn=1024, heads=4,
-                attn_dim=64, gate="split", num_classes=0, pad_mask=True, segments=False, rel_buckets=32,
+                attn_dim=64, gate="split", num_classes=0, pad_mask=True, gate_pad_mask=True, segments=False, rel_buckets=32,
                 rel_max_distance=128,
                 drop_path=0.0, ln_eps=1e-6, gate_eps=1e-5)
 
@@ -117,8 +118,9 @@ class TextModel(nn.Module):
             x = x + self.segment_embed(((sep.cumsum(dim=1) - sep) > 0).long())
         bias = self.rel_bias(self.buckets).permute(2, 0, 1) if self.kind == "bert_rel" else None
         if self.kind in ("gmlp", "amlp"):
+            keep = ids != 0 if self.c["gate_pad_mask"] else None
             for block in self.blocks:
-                x = block(x)
+                x = block(x, keep)
         else:
             key_bias = (ids == 0).to(x.dtype) * -1e9 if self.c["pad_mask"] else None
             for block in self.blocks:
