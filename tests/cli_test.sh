@@ -754,6 +754,11 @@ expect_error "finetune --mlm-weight negative" 2 "--mlm-weight: expected a finite
 expect_error "pretrain --mask-prob out of range" 2 "--mask-prob: expected a number in \(0, 1\], found '1.5'" -- \
   "$GMLP" pretrain --preset kjv-gmlp --mask-prob 1.5 --out "$WORK/mp"
 [ ! -e "$WORK/mp" ] && ok "a bad --mask-prob creates no run folder" || bad "a bad --mask-prob created $WORK/mp"
+expect_error "pretrain --short-seq-prob out of range" 2 "--short-seq-prob: expected a number in \[0, 1\], found '1.5'" -- \
+  "$GMLP" pretrain --preset kjv-gmlp --short-seq-prob 1.5 --out "$WORK/ssp"
+expect_error "pretrain --short-seq-prob with --nsp" 1 "--short-seq-prob is for masked-token pretraining: --nsp's pairs" -- \
+  "$GMLP" pretrain --preset kjv-amlp --nsp --short-seq-prob 0.2 --out "$WORK/ssp"
+[ ! -e "$WORK/ssp" ] && ok "a refused --short-seq-prob creates no run folder" || bad "a refused --short-seq-prob created $WORK/ssp"
 expect_error "finetune longer than pretraining" 1 "expected --seq-len <= the pretraining length 32, found 64" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --seq-len 64 --out "$WORK/ft64"
 

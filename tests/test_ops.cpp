@@ -82,14 +82,17 @@ TEST(Gelu, GradientMatchesFiniteDifferences) {
   expect_fd("dx", x, dx, dx0, loss);
 }
 
-// Every gate, with and without aMLP's residual input, on one image and on five, two threads.
+// Every gate, with and without aMLP's residual input, on one image and on five, two threads;
+// with res, tokens 3 and 4 of each image are padding (left out of the token mix).
 TEST(Sgu, GradientsMatchFiniteDifferences) {
   const test::WithThreads two(2);
   for (const char* gate : {"split", "multiplicative", "additive", "linear"})
     for (const int64_t B : {1, 5})
       for (const bool with_res : {false, true}) {
-        SCOPED_TRACE(std::string(gate) + " B=" + std::to_string(B) + (with_res ? " res" : ""));
-        const SguShape s{5, B, 8, parse_sgu_gate(gate)};  // N, B, F
+        SCOPED_TRACE(std::string(gate) + " B=" + std::to_string(B) + (with_res ? " res, padding" : ""));
+        std::vector<uint8_t> pad(size_t(B) * 5, 0);
+        for (int64_t b = 0; b < B; ++b) pad[size_t(b * 5 + 3)] = pad[size_t(b * 5 + 4)] = 1;
+        const SguShape s{5, B, 8, parse_sgu_gate(gate), with_res ? pad.data() : nullptr};  // N, B, F
         const int64_t M = s.rows(), H = s.H(), N = s.N;
         Rng rng(4);
         Vec z = randn<double>(M * s.F, rng), gamma = randn<double>(H, rng), beta = randn<double>(H, rng);
@@ -291,13 +294,17 @@ TEST(FastVsRef, Gelu) {
   EXPECT_TRUE(close("dx", dx1, dx2, tol::kFastVsRef));
 }
 
-// Every gate with aMLP's residual input, on one image and on six, two threads.
+// Every gate with aMLP's residual input, on one image and on six, two threads; on six, each
+// image's last 7 + b tokens are padding.
 TEST(FastVsRef, Sgu) {
   const test::WithThreads two(2);
   for (const char* gate : {"split", "multiplicative", "additive", "linear"})
     for (const int64_t B : {1, 6}) {
       SCOPED_TRACE(std::string(gate) + " B=" + std::to_string(B));
-      const SguShape s{49, B, 38, parse_sgu_gate(gate)};
+      std::vector<uint8_t> pad(size_t(B) * 49, 0);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t n = 49 - 7 - b; n < 49; ++n) pad[size_t(b * 49 + n)] = 1;
+      const SguShape s{49, B, 38, parse_sgu_gate(gate), B > 1 ? pad.data() : nullptr};
       const int64_t M = s.rows(), H = s.H(), N = s.N;
       Rng rng(13);
       auto z = randn<float>(M * s.F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);

@@ -588,6 +588,27 @@ TEST(PackSequences, FixedLengthNothingLostOrReordered) {
   expect_error([] { pack_sequences({{10}, {11, 3}}, 8); }, {"document 1", "reserved id 3", "[SEP]"});
 }
 
+// BERT's short sequences: whole documents from the first on while they fit the length, always
+// the first (cut at the sequence length), then padding.
+TEST(ShortSequence, WholeDocumentsThatFitThenPadding) {
+  const std::vector<std::vector<int32_t>> docs = {{10, 11, 12}, {13, 14}, {15}, {16, 17, 18, 19, 20, 21, 22, 23}};
+  auto make = [&](size_t first, int length, int seq_len) {
+    std::vector<int32_t> out(size_t(seq_len), -1);
+    short_sequence(docs, first, length, seq_len, out.data());
+    return out;
+  };
+  // [CLS] 10 11 12 [SEP] takes 5; the next document needs 3 more.
+  EXPECT_EQ(make(0, 7, 10), (std::vector<int32_t>{2, 10, 11, 12, 3, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(make(0, 8, 10), (std::vector<int32_t>{2, 10, 11, 12, 3, 13, 14, 3, 0, 0}));
+  EXPECT_EQ(make(1, 10, 10), (std::vector<int32_t>{2, 13, 14, 3, 15, 3, 0, 0, 0, 0}));
+  EXPECT_EQ(make(0, 2, 10), (std::vector<int32_t>{2, 10, 11, 12, 3, 0, 0, 0, 0, 0}));  // the first always
+  EXPECT_EQ(make(3, 6, 6), (std::vector<int32_t>{2, 16, 17, 18, 19, 20}));             // cut, no [SEP]
+  EXPECT_EQ(make(2, 4, 4), (std::vector<int32_t>{2, 15, 3, 0}));                       // the last document
+  expect_error([&] { make(4, 5, 10); }, {"document 4 of 4"});
+  expect_error([&] { make(0, 11, 10); }, {"length in [2, 10]", "found 11"});
+  expect_error([&] { make(0, 1, 10); }, {"length in [2, 10]", "found 1"});
+}
+
 // Next-sentence pairs on synthetic documents whose ids name them: document d is 1 + d % 7 copies
 // of the id 5 + d, in units of 1..9 documents and groups of 1..4 units, so a pair can be read
 // back into the documents it holds.

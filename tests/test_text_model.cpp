@@ -281,6 +281,50 @@ TEST_P(TextKind, BatchEqualsRowsOneAtATime) {
   }
 }
 
+// A text's outputs do not depend on the padding after it: "[CLS] text [SEP]" padded to 24 and
+// the same in a copy of the model cut to 9 tokens (finetune --seq-len's copy) give the same
+// masked-token and [CLS] logits. Every kind masks [PAD]: attention's keys, gMLP's token mix.
+TEST_P(TextKind, OutputsDoNotDependOnThePaddingAfterTheText) {
+  TextCase tc(GetParam(), 1, 73);
+  TextConfig short_config = tc.m.config();
+  short_config.seq_len = 9;
+  TextModel<float> cut(short_config);
+  copy_weights_to_length(tc.m, cut);
+  const int64_t K = tc.m.config().num_classes, V = tc.m.config().vocab_size, n = 7;
+  const std::vector<int32_t> text = {text::Tokenizer::kCls, 11, 23, 7, 42, 19, text::Tokenizer::kSep};
+  std::vector<int32_t> long_ids(24, text::Tokenizer::kPad), short_ids(9, text::Tokenizer::kPad);
+  std::copy(text.begin(), text.end(), long_ids.begin());
+  std::copy(text.begin(), text.end(), short_ids.begin());
+  std::vector<int64_t> positions(n);
+  std::iota(positions.begin(), positions.end(), 0);
+  auto logits = [&](TextModel<float>& m, const std::vector<int32_t>& ids) {
+    m.plan(1);
+    m.encode(ids.data(), 1);
+    std::vector<float> out(m.mlm_logits(positions.data(), n), m.mlm_logits(positions.data(), n) + n * V);
+    out.insert(out.end(), m.classify(), m.classify() + K);
+    return out;
+  };
+  const std::vector<float> at24 = logits(tc.m, long_ids), at9 = logits(cut, short_ids);
+  EXPECT_TRUE(close("logits at 9 vs 24 tokens", at9, at24, tol::kInvariance));
+  if (!model_kind_info(tc.m.config().model).gated) return;
+  // Without the mask (a checkpoint from before it) the padding reaches the text.
+  TextConfig unmasked = tc.m.config(), unmasked_short = short_config;
+  unmasked.gate_pad_mask = unmasked_short.gate_pad_mask = false;
+  TextModel<float> open_long(unmasked), open_short(unmasked_short);
+  std::copy(tc.m.weights(), tc.m.weights() + tc.m.num_params(), open_long.weights());
+  copy_weights_to_length(open_long, open_short);
+  EXPECT_FALSE(close("unmasked", logits(open_short, short_ids), logits(open_long, long_ids), tol::kInvariance));
+}
+
+TEST(TextModel, GatePadMaskIsOnForNewModelsAndOffForCheckpointsSavedBeforeIt) {
+  TextConfig c;
+  EXPECT_TRUE(c.gate_pad_mask);
+  EXPECT_TRUE(TextConfig::from_json(c.to_json()).gate_pad_mask);
+  nlohmann::json old = c.to_json();
+  old.erase("gate_pad_mask");
+  EXPECT_FALSE(TextConfig::from_json(old).gate_pad_mask);
+}
+
 // Pretraining with the next-sentence objective backpropagates both losses through one encoder
 // backward (mlm with cls_dlogits), and so does finetuning with --mlm-weight w: the gradients are
 // those of the classification loss plus w times the masked-token loss, each of which is held to

@@ -50,8 +50,7 @@ void TextConfig::validate() const {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextConfig, model, vocab_size, seq_len, depth, dim, ffn, heads,
                                                 attn_dim, gate, num_classes, pad_mask, gate_pad_mask, segments,
-                                                rel_buckets,
-                                                rel_max_distance, drop_path, ln_eps, gate_eps)
+                                                rel_buckets, rel_max_distance, drop_path, ln_eps, gate_eps)
 
 nlohmann::json TextConfig::to_json() const { return *this; }
 TextConfig TextConfig::from_json(const nlohmann::json& j) {
@@ -392,6 +391,38 @@ double TextModel<T>::flops_per_sequence() const {
 
 template class TextModel<float>;
 template class TextModel<double>;
+
+namespace {
+// Copies the leading block of a row-major tensor of shape `from` into one of shape `to`
+// (every to[k] <= from[k]).
+void copy_leading_block(const float* src, const std::vector<int64_t>& from, float* dst,
+                        const std::vector<int64_t>& to) {
+  if (to.empty()) {
+    *dst = *src;
+    return;
+  }
+  int64_t src_stride = 1, dst_stride = 1;
+  for (size_t k = 1; k < from.size(); ++k) src_stride *= from[k], dst_stride *= to[k];
+  const std::vector<int64_t> from_rest(from.begin() + 1, from.end()), to_rest(to.begin() + 1, to.end());
+  for (int64_t i = 0; i < to[0]; ++i)
+    copy_leading_block(src + i * src_stride, from_rest, dst + i * dst_stride, to_rest);
+}
+}  // namespace
+
+void copy_weights_to_length(const TextModel<float>& from, TextModel<float>& to,
+                            const std::function<bool(const std::string&)>& skip) {
+  const int64_t n0 = from.config().seq_len, n1 = to.config().seq_len;
+  if (n1 > n0) fail("cannot copy a model of length ", n0, " into one of length ", n1, ": only to a shorter one");
+  for (const ParamInfo& p : from.params()) {
+    if (skip && skip(p.name)) continue;
+    const ParamInfo& q = to.param(p.name);
+    bool fits = q.shape.size() == p.shape.size();
+    for (size_t k = 0; fits && k < p.shape.size(); ++k)
+      fits = q.shape[k] == p.shape[k] || (p.shape[k] == n0 && q.shape[k] == n1);
+    if (!fits) fail("tensor '", p.name, "' has another shape");
+    copy_leading_block(from.weights() + p.offset, p.shape, to.weights() + q.offset, q.shape);
+  }
+}
 
 std::vector<ParamInfo> param_table(const TextConfig& config) {
   return TextModel<float>(config, Storage::table_only).params();

@@ -10,6 +10,7 @@
 // Activations are token-major (N, B, D) as everywhere; ids are (B, N) row-major as stored.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -38,9 +39,9 @@ struct TextConfig {
   // of aMLP's tiny attention), so a text's outputs do not depend on the padding after it. A config
   // without the field (a checkpoint from before it) reads false: trained with padding mixed in.
   bool gate_pad_mask = true;
-  bool segments = false;              // BERT's segment (token-type) embedding: 0 up to the first [SEP], 1 after
-  int rel_buckets = 32;               // bert_rel: T5 bidirectional buckets ...
-  int rel_max_distance = 128;         // ... and the distance where the log-spaced buckets end
+  bool segments = false;       // BERT's segment (token-type) embedding: 0 up to the first [SEP], 1 after
+  int rel_buckets = 32;        // bert_rel: T5 bidirectional buckets ...
+  int rel_max_distance = 128;  // ... and the distance where the log-spaced buckets end
   double drop_path = 0;
   double ln_eps = 1e-6;
   double gate_eps = 1e-5;
@@ -135,6 +136,13 @@ class TextModel final : public ParamModel<T> {
   std::vector<T*> x_;
   T *dxf_ = nullptr, *dX_ = nullptr, *drows_ = nullptr;
 };
+
+// Copies the weights of `from` into `to`, a model for the same or a shorter seq_len: every
+// length-sized axis (gMLP's spatial W and bias, BERT's positions) keeps its leading block, so the
+// first tokens see what they saw. Tensors of `from` that `skip` names are left out; the others
+// must be in `to` with the same shape up to length, else gmlp::Error names the tensor.
+void copy_weights_to_length(const TextModel<float>& from, TextModel<float>& to,
+                            const std::function<bool(const std::string&)>& skip = {});
 
 // The parameters a text model of `config` has (names, shapes, sizes), from a model built with
 // Storage::table_only: validates the config and its size, allocates no weights.

@@ -31,8 +31,7 @@ std::vector<std::vector<int32_t>> pack_sequences(const std::vector<std::vector<i
 // documents from `first` on, in order, as many whole ones as fit in `length` ids, and always the
 // first (cut at seq_len, without its [SEP], if it does not fit). Throws gmlp::Error if first is
 // past the documents or length is outside [2, seq_len].
-void short_sequence(const std::vector<std::vector<int32_t>>& docs, size_t first, int length, int seq_len,
-                    int32_t* out);
+void short_sequence(const std::vector<std::vector<int32_t>>& docs, size_t first, int length, int seq_len, int32_t* out);
 
 // BERT's next-sentence pretraining data (Devlin et al. 2019, §3.1, task #2; the shape of its
 // create_pretraining_data.py): pairs "[CLS] A [SEP] B [SEP]" of seq_len ids, label 1 when B is the

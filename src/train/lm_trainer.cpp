@@ -34,9 +34,10 @@ using text::Tokenizer;
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LmOptions, corpus, init, task, vocab_size, epochs, batch_size,
                                                 grad_accum, lr, min_lr, warmup_epochs, weight_decay, clip_norm,
-                                                mask_prob, short_seq_prob, seed, train_limit, eval_limit, seq_len, precision, segments,
-                                                nsp, nsp_negatives, layer_decay, drop_path, mlm_weight, train_file,
-                                                dev_file, test_file, text_column, pair_column, label_column)
+                                                mask_prob, short_seq_prob, seed, train_limit, eval_limit, seq_len,
+                                                precision, segments, nsp, nsp_negatives, layer_decay, drop_path,
+                                                mlm_weight, train_file, dev_file, test_file, text_column, pair_column,
+                                                label_column)
 
 nlohmann::json LmOptions::to_json() const { return *this; }
 LmOptions LmOptions::from_json(const nlohmann::json& j) {
@@ -98,21 +99,6 @@ TextCheckpoint load_text_checkpoint(const std::string& path) {
 }
 
 namespace {
-
-// Copies the leading block of a row-major tensor of shape `from` into one of shape `to`
-// (every to[k] <= from[k]).
-void copy_leading_block(const float* src, const std::vector<int64_t>& from, float* dst,
-                        const std::vector<int64_t>& to) {
-  if (to.empty()) {
-    *dst = *src;
-    return;
-  }
-  int64_t src_stride = 1, dst_stride = 1;
-  for (size_t k = 1; k < from.size(); ++k) src_stride *= from[k], dst_stride *= to[k];
-  const std::vector<int64_t> from_rest(from.begin() + 1, from.end()), to_rest(to.begin() + 1, to.end());
-  for (int64_t i = 0; i < to[0]; ++i)
-    copy_leading_block(src + i * src_stride, from_rest, dst + i * dst_stride, to_rest);
-}
 
 // The train or dev documents: KJV verses by the chapter split, or a text file's lines by index.
 std::vector<std::string> documents(const LmOptions& opt, text::Split split) {
@@ -601,24 +587,19 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
            opt.seq_len);
     if (opt.seq_len > 0) ck.config.seq_len = opt.seq_len;
     ck.config.drop_path = opt.drop_path;  // a finetuning regulariser, not the pretraining's
-    const int64_t n1 = ck.config.seq_len;
     ck.model = std::make_unique<TextModel<float>>(ck.config);
     Rng init_rng(opt.seed);
     ck.model->init(init_rng);  // the new head; everything else comes from the pretrained model
     // A next-sentence head (pretrain --nsp) answers next-verse's question with next-verse's
     // labels, so that task starts from it; every other task gets a new head.
     const bool keep_head = data.kjv_pairs() && pre.config.num_classes == ck.config.num_classes;
-    for (const ParamInfo& p : pre.model->params()) {
-      if (p.name == "segment_embed.weight" && !ck.config.segments) continue;  // --segments off
-      if (p.name.rfind("cls_head.", 0) == 0 && !keep_head) continue;
-      const ParamInfo& q = ck.model->param(p.name);
-      // At a shorter length every length-sized axis (gMLP's spatial W and bias, BERT's
-      // positions) keeps its leading block: the first n1 tokens see what they saw in pretraining.
-      bool fits = q.shape.size() == p.shape.size();
-      for (size_t k = 0; fits && k < p.shape.size(); ++k)
-        fits = q.shape[k] == p.shape[k] || (p.shape[k] == n0 && q.shape[k] == n1);
-      if (!fits) fail("failed to finetune from '", opt.init, "': tensor '", p.name, "' has another shape");
-      copy_leading_block(pre.model->weights() + p.offset, p.shape, ck.model->weights() + q.offset, q.shape);
+    try {
+      copy_weights_to_length(*pre.model, *ck.model, [&](const std::string& name) {
+        return (name == "segment_embed.weight" && !ck.config.segments) ||  // --segments off
+               (name.rfind("cls_head.", 0) == 0 && !keep_head);
+      });
+    } catch (const Error& e) {
+      fail("failed to finetune from '", opt.init, "': ", e.what());
     }
     ck.tokenizer = std::move(pre.tokenizer);
   }
