@@ -239,6 +239,68 @@ TEST(Validation, SmallCheckpointAskingForALargeModelFailsBeforeAllocating) {
   EXPECT_LT(seconds_since(t0), 5.0);  // allocating the model first would take 3 GB and half a minute
 }
 
+// A state_dict saved from timm has no config: the kind comes from the first block's tensor names,
+// the sizes from their shapes (interop_timm.py checks the logits of each kind end to end).
+TEST(Validation, TimmStateDictsAreReadFromTheirTensorNamesAndShapes) {
+  using Tensors = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+  auto config_of = [&](const std::string& name, const std::map<std::string, std::string>& meta, const Tensors& t,
+                       std::vector<std::string>* notes = nullptr) {
+    return config_from_tensors(st::File::open(write_safetensors(tmp_path(name), meta, t)), notes);
+  };
+  const ModelConfig mixer = config_of("mixer.safetensors", {},
+                                      {{"stem.proj.weight", {32, 1, 4, 4}},
+                                       {"blocks.0.norm1.weight", {32}},
+                                       {"blocks.0.mlp_tokens.fc1.weight", {24, 49}},
+                                       {"blocks.0.mlp_channels.fc1.weight", {64, 32}},
+                                       {"blocks.1.norm1.weight", {32}},
+                                       {"head.weight", {10, 32}}});
+  EXPECT_EQ(mixer.model, ModelKind::mixer);
+  EXPECT_EQ(mixer.depth, 2);
+  EXPECT_EQ(mixer.token_ffn, 24);
+  EXPECT_EQ(mixer.ffn, 64);
+  EXPECT_EQ(mixer.img_size, 28);
+  const Tensors vit = {{"patch_embed.proj.weight", {192, 3, 16, 16}},
+                       {"cls_token", {1, 1, 192}},
+                       {"pos_embed", {1, 197, 192}},
+                       {"blocks.0.norm1.weight", {192}},
+                       {"blocks.0.attn.qkv.weight", {576, 192}},
+                       {"blocks.0.mlp.fc1.weight", {768, 192}},
+                       {"head.weight", {1000, 192}}};
+  std::vector<std::string> notes;
+  const ModelConfig tiny = config_of("vit.safetensors", {}, vit, &notes);
+  EXPECT_EQ(tiny.model, ModelKind::vit);
+  EXPECT_EQ(tiny.img_size, 224);
+  EXPECT_EQ(tiny.heads, 3);  // not in the tensors: timm's default for width 192, and said so
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("reading it with 3, timm's default for width 192"), std::string::npos) << notes[0];
+  notes.clear();
+  EXPECT_EQ(config_of("vit4.safetensors", {{"heads", "4"}}, vit, &notes).heads, 4);
+  EXPECT_TRUE(notes.empty());
+  expect_error(
+      [&] {
+        config_of("vitx.safetensors", {{"heads", "four"}}, vit);
+      },
+      {"metadata 'heads' is 'four', expected a whole number"});
+  Tensors pooled = vit;
+  pooled.erase(pooled.begin() + 1);  // no class token: timm's global_pool="avg"
+  expect_error([&] { config_of("avg.safetensors", {}, pooled); }, {"without a class token (global_pool='avg')"});
+  expect_error(
+      [&] {
+        config_of("none.safetensors", {}, {{"stem.proj.weight", {8, 1, 4, 4}}, {"head.weight", {10, 8}}});
+      },
+      {"tensor 'blocks.0.norm.weight' is missing", "expected a timm state_dict: gMLP, MlpMixer"});
+  expect_error(
+      [&] {
+        config_of("odd.safetensors", {},
+                  {{"stem.proj.weight", {8, 1, 4, 4}},
+                   {"blocks.0.norm1.alpha", {1, 1, 8}},
+                   {"blocks.0.linear_tokens.weight", {48, 48}},
+                   {"blocks.0.mlp_channels.fc1.weight", {16, 8}},
+                   {"head.weight", {10, 8}}});
+      },
+      {"mix 48 tokens, expected a square number of patches"});
+}
+
 // --- memory plans -------------------------------------------------------------------------------
 
 TEST(Validation, BatchesWhoseActivationsCannotFitNameBatchSize) {

@@ -88,9 +88,9 @@ void add_bench(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "bench", "Measure an image model's training and inference speed: images/s, GFLOP/s, peak memory");
   auto* preset = sub->add_option("--preset", args->preset, "Image model preset (see `gmlp info --list`)");
-  auto* ckpt =
-      sub->add_option("--checkpoint", args->checkpoint,
-                      "An image classifier checkpoint (.safetensors: gmlp train's, or a timm gMLP state_dict)");
+  auto* ckpt = sub->add_option(
+      "--checkpoint", args->checkpoint,
+      "An image classifier checkpoint (.safetensors: gmlp train's, or a timm state_dict: gMLP, Mixer, ResMLP, ViT)");
   preset->excludes(ckpt);
   sub->add_option("--batch-size", args->batch_size, "Batch of the training step and batched inference")
       ->check(at_least(1))
@@ -113,7 +113,7 @@ void add_bench(CLI::App& app) {
     const double rss_start = peak_rss_mb();
     std::unique_ptr<Model<float>> model;
     if (!args->checkpoint.empty()) {
-      model = std::move(load_checkpoint(args->checkpoint).model);
+      model = std::move(load_image_checkpoint(args->checkpoint).model);
     } else {
       model = make_model<float>(image_preset(args->preset).config);
       Rng rng(0);

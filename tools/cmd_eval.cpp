@@ -39,8 +39,9 @@ void add_eval(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "eval", "Accuracy and loss of an image classifier checkpoint on Fashion-MNIST, CIFAR-10 or an image folder");
-  sub->add_option("--checkpoint", args->checkpoint,
-                  "An image classifier checkpoint (.safetensors: gmlp train's, or a timm gMLP state_dict)")
+  sub->add_option(
+         "--checkpoint", args->checkpoint,
+         "An image classifier checkpoint (.safetensors: gmlp train's, or a timm state_dict: gMLP, Mixer, ResMLP, ViT)")
       ->required();
   sub->add_option("--split", args->split, "The split to evaluate: train or test")
       ->check(CLI::IsMember({"train", "test"}))
@@ -70,7 +71,7 @@ void add_eval(CLI::App& app) {
     if (!args->logits.empty()) check_output_file(args->logits, "--logits");  // before the work
     set_threads(args->threads);
     use_precision(args->precision);
-    Checkpoint ck = load_checkpoint(args->checkpoint);
+    Checkpoint ck = load_image_checkpoint(args->checkpoint);
     const data::ImageSet set = data::load_images(args->data_dir, args->split, ck.config.in_chans, ck.config.img_size);
     check_compatible(ck.config, set, args->data_dir);
     check_same_classes(ck.class_names, set.class_names, args->checkpoint, args->data_dir);

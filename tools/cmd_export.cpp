@@ -36,7 +36,8 @@ void add_export(CLI::App& app) {
       "export",
       "Write a checkpoint, image or text, as an ONNX model (eval mode, dynamic batch) for ONNX Runtime, OpenVINO, ...");
   sub->add_option("--checkpoint", args->checkpoint,
-                  "A checkpoint (.safetensors): an image classifier (gmlp train's, or a timm gMLP state_dict) or a "
+                  "A checkpoint (.safetensors): an image classifier (gmlp train's, or a timm state_dict: gMLP, Mixer, "
+                  "ResMLP, ViT) or a "
                   "text model (gmlp pretrain's or finetune's)")
       ->required();
   sub->add_option("--onnx", args->onnx, "The ONNX file to write (replaced if it exists)")->required();
@@ -79,7 +80,7 @@ void add_export(CLI::App& app) {
     } else {
       if (args->head != "auto")
         fail("--head ", args->head, " is for text models, but '", args->checkpoint, "' is ", described);
-      const Checkpoint ck = load_checkpoint(args->checkpoint);
+      const Checkpoint ck = load_image_checkpoint(args->checkpoint);
       m = to_onnx(*ck.model, args->opset);
       m.metadata = {{"config", ck.config.to_json().dump()},
                     {"mean", nlohmann::json(ck.norm.mean).dump()},

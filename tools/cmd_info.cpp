@@ -220,7 +220,7 @@ void add_info(CLI::App& app) {
     std::map<std::string, std::string> meta;  // a checkpoint's
     ModelConfig cfg;
     if (args->preset.empty()) {
-      Checkpoint ck = load_checkpoint(args->checkpoint);
+      Checkpoint ck = load_image_checkpoint(args->checkpoint);
       cfg = ck.config, meta = ck.metadata;
     } else {
       cfg = find_preset(args->preset).config;

@@ -17,8 +17,9 @@ void add_predict(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("predict", "Classify PNG/JPEG images with an image classifier checkpoint");
-  sub->add_option("--checkpoint", args->checkpoint,
-                  "An image classifier checkpoint (.safetensors: gmlp train's, or a timm gMLP state_dict)")
+  sub->add_option(
+         "--checkpoint", args->checkpoint,
+         "An image classifier checkpoint (.safetensors: gmlp train's, or a timm state_dict: gMLP, Mixer, ResMLP, ViT)")
       ->required();
   sub->add_option("images", args->images, "Image files (resized and converted to the model's input)")->required();
   sub->add_option("--top", args->top, "Classes to print per image")->check(at_least(1))->capture_default_str();

@@ -47,7 +47,7 @@ void add_viz(CLI::App& app) {
     std::string matrix;  // the learned token-mixing matrix: gMLP/aMLP's gate projection, ResMLP's linear_tokens
     std::vector<int> blocks = args->blocks;
     if (!args->checkpoint.empty()) {
-      ck = load_checkpoint(args->checkpoint);
+      ck = load_image_checkpoint(args->checkpoint);
       const ModelConfig& cfg = ck.config;
       if (const char* spatial = model_kind_info(cfg.model).spatial_matrix) {
         matrix = spatial;

@@ -2,6 +2,8 @@
 // (fuzz/fuzz_config.cpp), so both see the same options.
 #include "commands.h"
 
+#include <cstdio>
+
 namespace gmlp::cli {
 
 void add_commands(CLI::App& app) {
@@ -15,6 +17,12 @@ void add_commands(CLI::App& app) {
   add_text(app);
   add_export(app);
   add_config_option(app);  // last: it adds --config to every subcommand above
+}
+
+Checkpoint load_image_checkpoint(const std::string& path) {
+  Checkpoint ck = load_checkpoint(path);
+  for (const std::string& note : ck.notes) std::fprintf(stderr, "gmlp: note: %s\n", note.c_str());
+  return ck;
 }
 
 }  // namespace gmlp::cli

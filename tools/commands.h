@@ -9,6 +9,7 @@
 
 #include "nn/config.h"
 #include "nn/text_model.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 namespace gmlp::cli {
@@ -59,6 +60,9 @@ CLI::Validator real_in(double lo, double hi, Ends ends = Ends::closed, const std
 // Thrown by a command that has printed its errors itself (predict, one line per unreadable
 // image) and must still exit with status 1.
 struct Reported {};
+
+// load_checkpoint (train/checkpoint.h), saying on stderr what reading a timm file assumed.
+Checkpoint load_image_checkpoint(const std::string& path);
 
 // Probes an output file or folder for writing before a command's work (io/writable.h); failure
 // is one line naming the flag: "invalid --logits 'out/l.npy': its folder 'out' does not exist".

@@ -1,5 +1,5 @@
-// gmlp as a library: load a trained checkpoint (gmlp's, or a timm gMLP state_dict saved as
-// safetensors) and classify images from C++, with no other header of this project and no Python.
+// gmlp as a library: load a trained checkpoint (gmlp's, or a timm state_dict of gMLP, Mixer,
+// ResMLP or ViT saved as safetensors) and classify images from C++, with no other header of this project and no Python.
 //
 //   gmlp::Classifier model("runs/demo/checkpoint.safetensors");
 //   for (const gmlp::Prediction& p : model.classify("boot.png", 3))

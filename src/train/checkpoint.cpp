@@ -3,9 +3,11 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "nn/model_kind.h"
 
 namespace gmlp {
 
@@ -45,45 +47,109 @@ void check_tensors(const st::File& file, const std::vector<ParamInfo>& table) {
       fail("unexpected tensor '", t.name, "'", asked);
 }
 
-ModelConfig config_from_tensors(const st::File& file) {
+namespace {
+// The heads of a timm ViT of width D, which its tensors do not hold: timm's named models'
+// (tiny 192 → 3, small 384 → 6, base 768 → 12, large 1024 and huge 1280 → 16), else one per 64
+// channels, else one.
+int timm_default_heads(int64_t D) {
+  for (auto [width, heads] : {std::pair{192, 3}, {384, 6}, {768, 12}, {1024, 16}, {1280, 16}})
+    if (D == width) return heads;
+  return D % 64 == 0 ? int(D / 64) : 1;
+}
+}  // namespace
+
+ModelConfig config_from_tensors(const st::File& file, std::vector<std::string>* notes) {
+  const std::string expected =
+      " (expected a timm state_dict: gMLP, MlpMixer with MixerBlock or ResBlock + Affine, or VisionTransformer)";
   auto shape = [&](const std::string& name) {
     const st::TensorInfo* t = file.find(name);
-    if (!t)
-      fail("failed to load checkpoint '", file.path(), "': tensor '", name,
-           "' is missing (expected a gMLP state_dict with timm's names)");
+    if (!t) fail("failed to load checkpoint '", file.path(), "': tensor '", name, "' is missing", expected);
     return t->shape;
   };
-  auto expect_rank = [&](const std::string& name, const std::vector<int64_t>& s, size_t rank) {
+  auto dims = [&](const std::string& name, size_t rank) {
+    const auto s = shape(name);
     if (s.size() != rank)
       fail("failed to load checkpoint '", file.path(), "': tensor '", name, "' has shape ", st::shape_str(s),
            ", expected ", rank, " dimensions");
+    return s;
   };
+  auto has = [&](const std::string& name) { return file.find(name) != nullptr; };
   ModelConfig c;
-  const auto stem = shape("stem.proj.weight");
-  expect_rank("stem.proj.weight", stem, 4);
+  // The kind, from the first block's tensors: each family names its token mixing its own way.
+  std::string first;  // a tensor every block of the kind has
+  if (has("blocks.0.mlp_channels.gate.proj.weight")) {
+    c.model = ModelKind::gmlp, first = "norm.weight";
+  } else if (has("blocks.0.mlp_tokens.fc1.weight")) {
+    c.model = ModelKind::mixer, first = "norm1.weight";
+  } else if (has("blocks.0.linear_tokens.weight")) {
+    c.model = ModelKind::resmlp, first = "norm1.alpha";
+  } else if (has("blocks.0.attn.qkv.weight")) {
+    c.model = ModelKind::vit, first = "norm1.weight";
+    if (!has("cls_token"))
+      fail("failed to load checkpoint '", file.path(),
+           "': a VisionTransformer without a class token (global_pool='avg') is not one gmlp runs; ",
+           "timm's ViT with class_token=True and global_pool='token' is");
+  } else {
+    fail("failed to load checkpoint '", file.path(), "': tensor 'blocks.0.norm.weight' is missing", expected);
+  }
+  const std::string stem_name = c.model == ModelKind::vit ? "patch_embed.proj.weight" : "stem.proj.weight";
+  const auto stem = dims(stem_name, 4);
   if (stem[2] != stem[3])
-    fail("failed to load checkpoint '", file.path(), "': tensor 'stem.proj.weight' has shape ", st::shape_str(stem),
+    fail("failed to load checkpoint '", file.path(), "': tensor '", stem_name, "' has shape ", st::shape_str(stem),
          ", expected square patches [D, C, P, P]");
   c.dim = int(stem[0]), c.in_chans = int(stem[1]), c.patch_size = int(stem[2]);
   int depth = 0;
-  while (file.find("blocks." + std::to_string(depth) + ".norm.weight")) ++depth;
-  if (depth == 0)
-    fail("failed to load checkpoint '", file.path(), "': tensor 'blocks.0.norm.weight' is missing",
-         " (expected a gMLP state_dict with timm's names)");
+  while (has("blocks." + std::to_string(depth) + "." + first)) ++depth;
   c.depth = depth;
-  const auto fc1 = shape("blocks.0.mlp_channels.fc1.weight");
-  expect_rank("blocks.0.mlp_channels.fc1.weight", fc1, 2);
-  c.ffn = int(fc1[0]);
-  const auto proj = shape("blocks.0.mlp_channels.gate.proj.weight");
-  expect_rank("blocks.0.mlp_channels.gate.proj.weight", proj, 2);
-  const int grid = int(std::lround(std::sqrt(double(proj[0]))));
-  if (proj[0] != proj[1] || int64_t(grid) * grid != proj[0])
-    fail("failed to load checkpoint '", file.path(), "': tensor 'blocks.0.mlp_channels.gate.proj.weight' has shape ",
-         st::shape_str(proj), ", expected [N, N] with N a square number of patches");
+  int64_t patches = 0;  // the token mixing's size is the number of patches
+  switch (c.model) {
+    case ModelKind::gmlp: {
+      c.ffn = int(dims("blocks.0.mlp_channels.fc1.weight", 2)[0]);
+      const auto proj = dims("blocks.0.mlp_channels.gate.proj.weight", 2);
+      if (proj[0] != proj[1])
+        fail("failed to load checkpoint '", file.path(),
+             "': tensor 'blocks.0.mlp_channels.gate.proj.weight' has shape ", st::shape_str(proj), ", expected [N, N]");
+      patches = proj[0];
+      break;
+    }
+    case ModelKind::mixer: {
+      const auto tokens = dims("blocks.0.mlp_tokens.fc1.weight", 2);  // [token_ffn, N]
+      c.token_ffn = int(tokens[0]), patches = tokens[1];
+      c.ffn = int(dims("blocks.0.mlp_channels.fc1.weight", 2)[0]);
+      break;
+    }
+    case ModelKind::resmlp:
+      patches = dims("blocks.0.linear_tokens.weight", 2)[0];
+      c.ffn = int(dims("blocks.0.mlp_channels.fc1.weight", 2)[0]);
+      break;
+    case ModelKind::vit: {
+      patches = dims("pos_embed", 3)[1] - 1;  // the class token's position first
+      c.ffn = int(dims("blocks.0.mlp.fc1.weight", 2)[0]);
+      const auto meta = file.metadata().find("heads");
+      if (meta != file.metadata().end()) {
+        try {
+          c.heads = std::stoi(meta->second);
+        } catch (const std::exception&) {
+          fail("failed to load checkpoint '", file.path(), "': metadata 'heads' is '", meta->second,
+               "', expected a whole number");
+        }
+      } else {
+        c.heads = timm_default_heads(c.dim);
+        if (notes)
+          notes->push_back(cat("'", file.path(), "' does not say its ViT's heads: reading it with ", c.heads,
+                               ", timm's default for width ", c.dim,
+                               " (save the state_dict with metadata {\"heads\": \"H\"} to say)"));
+      }
+      break;
+    }
+    default: break;
+  }
+  const int grid = int(std::lround(std::sqrt(double(patches))));
+  if (patches <= 0 || int64_t(grid) * grid != patches)
+    fail("failed to load checkpoint '", file.path(), "': its blocks mix ", patches,
+         " tokens, expected a square number of patches");
   c.img_size = grid * c.patch_size;
-  const auto head = shape("head.weight");
-  expect_rank("head.weight", head, 2);
-  c.num_classes = int(head[0]);
+  c.num_classes = int(dims("head.weight", 2)[0]);
   return c;
 }
 
@@ -115,7 +181,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   const st::File file = st::File::open(path);
   if (checkpoint_kind(file) == CheckpointKind::text)
     fail("'", path, "' is ", describe_checkpoint(file),
-         ", not an image classifier (of gmlp train, or a timm gMLP): use it with gmlp fill-mask, "
+         ", not an image classifier (of gmlp train, or a timm state_dict): use it with gmlp fill-mask, "
          "or as gmlp finetune --init");
   Checkpoint ck;
   ck.metadata = file.metadata();
@@ -130,7 +196,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   };
   const nlohmann::json cfg = meta_json("config");
   try {
-    ck.config = cfg.is_object() ? ModelConfig::from_json(cfg) : config_from_tensors(file);
+    ck.config = cfg.is_object() ? ModelConfig::from_json(cfg) : config_from_tensors(file, &ck.notes);
   } catch (const nlohmann::json::exception& e) {
     fail("failed to load checkpoint '", path, "': metadata 'config' is malformed: ", e.what());
   } catch (const Error& e) {  // an unknown model kind

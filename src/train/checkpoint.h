@@ -1,6 +1,7 @@
-// Checkpoints are safetensors files whose tensors are exactly timm's gMLP state_dict (names,
-// shapes, float32), so they load into timm with strict=True, and a state_dict saved from timm
-// loads here with no flags: the architecture is read from the tensor shapes. Our metadata:
+// Checkpoints are safetensors files whose tensors are exactly timm's state_dict where timm has
+// the model (gMLP, Mixer, ResMLP, ViT: names, shapes, float32), so they load into timm with
+// strict=True, and a state_dict saved from timm loads here with no flags: the architecture is
+// read from the tensor names and shapes. Our metadata:
 // "config" (ModelConfig JSON), "mean"/"std" (input normalisation), "classes" (names), and
 // anything the caller adds (epoch, step). Writes are atomic.
 #pragma once
@@ -25,6 +26,9 @@ struct Checkpoint {
   std::vector<std::string> class_names;  // may be empty (a timm file)
   std::map<std::string, std::string> metadata;
   std::unique_ptr<Model<float>> model;
+  // What reading a timm file had to assume (a ViT's heads, which its tensors do not hold), for
+  // the command to say.
+  std::vector<std::string> notes;
 };
 
 void save_checkpoint(const std::string& path, const Model<float>& model, const data::Normalization& norm,
@@ -39,11 +43,13 @@ Checkpoint load_checkpoint(const std::string& path);
 // with the file.
 void check_tensors(const st::File& file, const std::vector<ParamInfo>& table);
 
-// The architecture of a gMLP state_dict, from its tensor shapes alone.
-ModelConfig config_from_tensors(const st::File& file);
+// The architecture of a timm state_dict (gMLP, MlpMixer with MixerBlock or with ResBlock +
+// Affine, VisionTransformer with a class token), from its tensor names and shapes. A ViT's heads
+// come from the metadata key "heads", else timm's default for its width, which is added to notes.
+ModelConfig config_from_tensors(const st::File& file, std::vector<std::string>* notes = nullptr);
 
 // What a safetensors file holds, from its metadata and tensor names, so that a command given
-// the other kind says so: an image classifier (gmlp train's, or a timm gMLP state_dict), a text
+// the other kind says so: an image classifier (gmlp train's, or a timm state_dict), a text
 // model (gmlp pretrain's or finetune's, with its tokenizer), or neither that it can tell.
 enum class CheckpointKind { image, text, unknown };
 CheckpointKind checkpoint_kind(const st::File& file);

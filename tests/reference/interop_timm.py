@@ -1,4 +1,5 @@
-"""End-to-end check that gMLP weights move between timm and the gmlp binary, both ways.
+"""End-to-end check that weights move between timm and the gmlp binary, both ways, for every
+model timm has: gMLP, MlpMixer (MixerBlock), ResMLP (ResBlock + Affine) and VisionTransformer.
 
     python tests/reference/interop_timm.py --gmlp build/gmlp --workdir /tmp/interop
 
@@ -8,6 +9,11 @@
 (b) gmlp -> timm: `gmlp train` (preset fmnist-ti, a short run) writes a checkpoint; timm loads it
     with strict=True and its logits must match `gmlp eval`'s within 1e-4. The checkpoint's
     metadata must hold "config", "mean" and "std".
+
+(c) the same both ways for Mixer, ResMLP and ViT: timm's own class with random weights, saved with
+    no metadata (a ViT of width 192 without its heads, read with timm's default of 3, and a ViT of
+    width 32 whose heads, 4, are in the metadata), evaluated by gmlp; and a short `gmlp train` of
+    the fmnist preset of each kind, loaded into timm's class with strict=True.
 
 Exit 0 on success; 1 with a one-line reason on failure. Prints the measured max abs differences.
 --timm-only runs the timm side of both checks without the binary (to test this script).
@@ -24,6 +30,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import models  # noqa: E402
 import timm_gmlp  # noqa: E402
 
 TOLERANCE = 1e-4
@@ -134,6 +141,60 @@ def check_gmlp_to_timm(gmlp, workdir, timm_only):
     compare("gmlp->timm", out, expected)
 
 
+# timm's other families, small: (name, config, metadata saved with the state_dict, a note gmlp
+# must print). build() gives timm's own class for each.
+TIMM_KINDS = [
+    ("mixer", dict(model="mixer", depth=2, dim=32, ffn=64, token_ffn=24), {}, None),
+    ("resmlp", dict(model="resmlp", depth=2, dim=32, ffn=64), {}, None),
+    ("vit", dict(model="vit", depth=2, dim=32, ffn=64, heads=4), {"heads": "4"}, None),
+    ("vit-192", dict(model="vit", depth=1, dim=192, ffn=384, heads=3), {},
+     "reading it with 3, timm's default for width 192"),
+]
+
+
+def check_other_kinds(gmlp, workdir, timm_only):
+    for name, cfg, meta, note in TIMM_KINDS:
+        model = models.build(dict(cfg, img_size=28, in_chans=1, patch_size=4, num_classes=10))
+        timm_gmlp.randomize_(model, torch.Generator().manual_seed(1))
+        ckpt = os.path.join(workdir, f"timm-{name}.safetensors")
+        save_file(model.state_dict(), ckpt, metadata=meta or None)
+        expected = timm_logits(model)
+        if timm_only:
+            print(f"timm->gmlp {name}: timm side only, {type(model).__name__}")
+            continue
+        out = os.path.join(workdir, f"gmlp_{name}_logits.npy")
+        cmd = [gmlp, "eval", "--checkpoint", ckpt, "--limit", str(N_IMAGES), "--logits", out, "--threads", "2"]
+        print("$ " + " ".join(cmd), flush=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise CheckFailed(f"timm->gmlp {name}: gmlp eval exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        if note and note not in proc.stderr:
+            raise CheckFailed(f"timm->gmlp {name}: gmlp did not say '{note}' (stderr: {proc.stderr.strip()[-300:]})")
+        compare(f"timm->gmlp {name}", out, expected)
+    if timm_only:
+        return
+    for preset in ("fmnist-mixer", "fmnist-resmlp", "fmnist-vit"):
+        run_dir = os.path.join(workdir, preset)
+        run_gmlp([gmlp, "train", "--preset", preset, "--epochs", "1", "--train-limit", "512",
+                  "--eval-limit", "64", "--batch-size", "64", "--out", run_dir, "--overwrite",
+                  "--threads", "2", "--seed", "1"])
+        ckpt = os.path.join(run_dir, "checkpoint.safetensors")
+        with safe_open(ckpt, "pt") as f:
+            meta = f.metadata() or {}
+        cfg = json.loads(meta["config"])
+        model = models.build(cfg)
+        try:
+            model.load_state_dict(load_file(ckpt), strict=True)
+        except RuntimeError as e:
+            raise CheckFailed(f"gmlp->timm {preset}: strict load failed: " + " ".join(str(e).split()))
+        print(f"gmlp->timm {preset}: loaded into timm's {type(model).__name__} with strict=True")
+        expected = timm_logits(model, mean=metadata_float(meta, "mean"), std=metadata_float(meta, "std"))
+        out = os.path.join(workdir, f"gmlp_{preset}_logits.npy")
+        run_gmlp([gmlp, "eval", "--checkpoint", ckpt, "--limit", str(N_IMAGES), "--logits", out,
+                  "--threads", "2"])
+        compare(f"gmlp->timm {preset}", out, expected)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gmlp", help="path to the gmlp binary")
@@ -149,13 +210,15 @@ def main():
     try:
         check_timm_to_gmlp(args.gmlp, args.workdir, args.timm_only)
         check_gmlp_to_timm(args.gmlp, args.workdir, args.timm_only)
+        check_other_kinds(args.gmlp, args.workdir, args.timm_only)
     except CheckFailed as e:
         print(f"FAIL: {e}")
         return 1
     except subprocess.TimeoutExpired as e:
         print(f"FAIL: `{' '.join(e.cmd[:2])}` ran longer than {e.timeout:g} s")
         return 1
-    print("OK: timm side only" if args.timm_only else "OK: timm <-> gmlp logits agree both ways")
+    print("OK: timm side only" if args.timm_only else
+          "OK: timm <-> gmlp logits agree both ways for gMLP, Mixer, ResMLP and ViT")
     return 0
 
 
