@@ -5,14 +5,25 @@
 
 The model is timm's gMLP (tests/reference/timm_gmlp.py) with timm's own init, run the way its
 users run it at best, one --mode per process:
-  eager        plain PyTorch, fp32;
-  compile      torch.compile (default inductor backend), fp32;
-  autocast     eager under torch.autocast("cpu", dtype=torch.bfloat16): bf16 matrix products,
-               fp32 master weights, AdamW in fp32 (the usual mixed-precision recipe);
-  onnxruntime  inference only: the eval-mode model exported with torch.onnx.export (one file per
-               batch size, fixed shapes), run by onnxruntime's CPUExecutionProvider with
-               intra_op_num_threads = --threads, inter_op 1, ORT_ENABLE_ALL, in a child process
-               that imports only onnxruntime and numpy (so its peak RSS is ORT's own).
+  eager         plain PyTorch, fp32;
+  compile       torch.compile (default inductor backend), fp32;
+  max-autotune  torch.compile(mode="max-autotune"): inductor also benchmarks its GEMM choices
+                (slow to compile, minutes on two cores), fp32;
+  autocast      eager under torch.autocast("cpu", dtype=torch.bfloat16): bf16 matrix products,
+                fp32 master weights, AdamW in fp32 (the usual mixed-precision recipe);
+  onnxruntime   inference only: the eval-mode model as ONNX, run by onnxruntime's
+                CPUExecutionProvider with intra_op_num_threads = --threads, inter_op 1,
+                ORT_ENABLE_ALL;
+  openvino      inference only: the same ONNX run by OpenVINO on the CPU with
+                INFERENCE_PRECISION_HINT f32, --threads inference threads, one stream, the
+                latency hint (without the f32 hint OpenVINO runs bf16 on CPUs that have it);
+  openvino-default  the same at OpenVINO's default precision: bf16 on CPUs with AVX512-BF16 or
+                AMX, else f32.
+The three runtimes time their model in a child process that imports only the runtime and numpy
+(so its peak RSS is the runtime's own). --onnx-from says whose ONNX: torch (torch.onnx.export,
+one file per batch size, fixed shapes) or gmlp (`gmlp export` of the same timm state_dict, one
+file with a dynamic batch; needs --gmlp).
+Intel's extension for PyTorch is not measured: it is discontinued and needs an older torch.
 (a) a training step: forward, cross entropy (label smoothing 0.1), backward, AdamW step
     (PyTorch's default implementation choice), on a fixed random batch;
 (b) inference in eval mode under torch.inference_mode(), for each --infer-batch-sizes.
@@ -40,15 +51,19 @@ import time
 import numpy as np
 
 # torch, torch.nn.functional (F) and timm_gmlp are imported in main(), after the arguments are
-# read: the onnxruntime child process (--ort-worker) must not pay for importing torch.
+# read: the runtime child process (--runtime-worker) must not pay for importing torch.
 REFERENCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference")
 
 MIN_REP_SECONDS = 0.3
 
 
+RUNTIMES = ["onnxruntime", "openvino", "openvino-default"]
+MODES = ["eager", "compile", "max-autotune", "autocast"] + RUNTIMES
+
+
 def peak_rss_mb():
     """This process's peak resident memory in MB: VmHWM, which (unlike getrusage's ru_maxrss)
-    starts afresh at exec, so the onnxruntime child does not inherit its parent's peak."""
+    starts afresh at exec, so the runtime child does not inherit its parent's peak."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -107,9 +122,13 @@ def param_groups(model, weight_decay):
 def run(args, cfg, result):
     model = timm_gmlp.build(cfg)
     result["params"] = sum(p.numel() for p in model.parameters())
-    if args.mode == "onnxruntime":
-        return run_onnxruntime(args, cfg, model, result)
-    net = torch.compile(model) if args.mode == "compile" else model
+    if args.mode in RUNTIMES:
+        return run_runtime(args, cfg, model, result)
+    net = model
+    if args.mode == "compile":
+        net = torch.compile(model)
+    elif args.mode == "max-autotune":
+        net = torch.compile(model, mode="max-autotune")
     # autocast: bf16 matrix products in forward (and so in backward); fp32 weights and AdamW.
     precision = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.mode == "autocast" \
         else contextlib.nullcontext
@@ -150,36 +169,53 @@ def run(args, cfg, result):
         result["infer"][str(b)] = measure(infer_step, b, args.warmup, args.reps)
 
 
-def run_onnxruntime(args, cfg, model, result):
-    """Exports the eval-mode model per batch size, then times ORT in a child process."""
-    import onnxruntime  # noqa: F401  (fail here, with a clear error, if it is not installed)
+def run_runtime(args, cfg, model, result):
+    """Writes the eval-mode model as ONNX (PyTorch's export per batch size, or gmlp's with a
+    dynamic batch), then times it in a child process that imports only the runtime."""
+    __import__("onnxruntime" if args.mode == "onnxruntime" else "openvino")  # a clear error if missing
     model.eval()
     gen = torch.Generator().manual_seed(0)
     shape = (cfg["in_chans"], cfg["img_size"], cfg["img_size"])
+    result["onnx_from"] = args.onnx_from
     with tempfile.TemporaryDirectory(prefix="gmlp_onnx_") as tmp:
+        def export(net, x, name):
+            path = os.path.join(tmp, name)
+            if args.onnx_from == "torch":
+                export_onnx(net, x, path)
+            else:  # gmlp reads the timm state_dict with no flags and writes its own graph
+                weights = os.path.join(tmp, "weights.safetensors")
+                save_file({k: v.contiguous() for k, v in net.state_dict().items()}, weights)
+                proc = subprocess.run([args.gmlp, "export", "--checkpoint", weights, "--onnx", path],
+                                      capture_output=True, text=True)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"gmlp export failed: {proc.stderr.strip()[-500:]}")
+
         t0 = time.perf_counter()
-        for b in args.infer_batch_sizes:
-            export_onnx(model, torch.randn((b,) + shape, generator=gen), os.path.join(tmp, f"b{b}.onnx"))
+        if args.onnx_from == "torch":
+            for b in args.infer_batch_sizes:
+                export(model, torch.randn((b,) + shape, generator=gen), f"b{b}.onnx")
+        else:
+            export(model, None, "model.onnx")
         result["export_s"] = round(time.perf_counter() - t0, 3)
 
         # Equivalence check on a copy with random weights (timm's head starts at zero).
         check = timm_gmlp.randomize_(timm_gmlp.build(cfg), torch.Generator().manual_seed(1)).eval()
         xc = torch.randn((2,) + shape, generator=gen)
-        export_onnx(check, xc, os.path.join(tmp, "check.onnx"))
+        export(check, xc, "check.onnx")
         with torch.inference_mode():
             expected = check(xc).numpy()
         np.save(os.path.join(tmp, "check_x.npy"), xc.numpy())
         np.save(os.path.join(tmp, "check_logits.npy"), expected)
         del check
 
-        cmd = [sys.executable, os.path.abspath(__file__), "--ort-worker", tmp,
+        cmd = [sys.executable, os.path.abspath(__file__), "--runtime-worker", tmp, "--mode", args.mode,
                "--threads", str(args.threads), "--warmup", str(args.warmup), "--reps", str(args.reps),
                "--infer-batch-sizes"] + [str(b) for b in args.infer_batch_sizes]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"onnxruntime worker failed: {proc.stderr.strip()[-1500:]}")
+            raise RuntimeError(f"{args.mode} worker failed: {proc.stderr.strip()[-1500:]}")
     worker = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["onnxruntime"] = worker["onnxruntime"]
+    result["runtime"] = worker["runtime"]
     result["onnx_max_abs_diff"] = worker["onnx_max_abs_diff"]
     result["infer"] = worker["infer"]
     result["rss_before_model_mb"] = worker["rss_before_model_mb"]
@@ -193,31 +229,53 @@ def export_onnx(model, x, path):
         torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["logits"])
 
 
-def ort_worker(args):
-    """Child process of --mode onnxruntime: times the exported files in args.ort_worker."""
-    import onnxruntime as ort
-    folder = args.ort_worker
-    result = {"onnxruntime": ort.__version__, "rss_before_model_mb": round(peak_rss_mb(), 1), "infer": {}}
-
-    def session(path):
+def runtime_session(mode, threads, path):
+    """A function x -> logits running the ONNX file at `path` in ONNX Runtime or OpenVINO."""
+    if mode == "onnxruntime":
+        import onnxruntime as ort
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = args.threads
+        opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        name = sess.get_inputs()[0].name
+        return lambda x: sess.run(None, {name: x})[0]
+    import openvino as ov
+    config = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY"}
+    if mode == "openvino":
+        config["INFERENCE_PRECISION_HINT"] = "f32"
+    request = ov.Core().compile_model(path, "CPU", config).create_infer_request()
 
-    check = session(os.path.join(folder, "check.onnx"))
-    got = check.run(None, {"x": np.load(os.path.join(folder, "check_x.npy"))})[0]
+    def infer(x):
+        request.infer({0: x})
+        return request.get_output_tensor(0).data
+    return infer
+
+
+def runtime_worker(args):
+    """Child process of the runtime modes: times the ONNX files in args.runtime_worker."""
+    if args.mode == "onnxruntime":
+        import onnxruntime
+        version = f"onnxruntime {onnxruntime.__version__}"
+    else:
+        import openvino
+        version = f"openvino {openvino.__version__}"
+    folder = args.runtime_worker
+    result = {"runtime": version, "rss_before_model_mb": round(peak_rss_mb(), 1), "infer": {}}
+    check = runtime_session(args.mode, args.threads, os.path.join(folder, "check.onnx"))
+    got = check(np.load(os.path.join(folder, "check_x.npy")))
     result["onnx_max_abs_diff"] = float(np.abs(got - np.load(os.path.join(folder, "check_logits.npy"))).max())
     del check
 
     rng = np.random.default_rng(0)
+    shape = list(np.load(os.path.join(folder, "check_x.npy")).shape[1:])
     for b in args.infer_batch_sizes:
-        sess = session(os.path.join(folder, f"b{b}.onnx"))
-        (inp,) = sess.get_inputs()
-        xb = rng.standard_normal([b] + list(inp.shape[1:])).astype(np.float32)
-        result["infer"][str(b)] = measure(lambda: sess.run(None, {"x": xb}), b, args.warmup, args.reps)
+        fixed = os.path.join(folder, f"b{b}.onnx")  # PyTorch's export, else gmlp's dynamic batch
+        run = runtime_session(args.mode, args.threads, fixed if os.path.exists(fixed)
+                              else os.path.join(folder, "model.onnx"))
+        xb = rng.standard_normal([b] + shape).astype(np.float32)
+        result["infer"][str(b)] = measure(lambda: run(xb), b, args.warmup, args.reps)
     result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     print(json.dumps(result))
     return 0
@@ -236,19 +294,25 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--mode", choices=["eager", "compile", "autocast", "onnxruntime"], default="eager")
+    parser.add_argument("--mode", choices=MODES, default="eager")
+    parser.add_argument("--onnx-from", choices=["torch", "gmlp"], default="torch",
+                        help="runtime modes: whose ONNX export they run")
+    parser.add_argument("--gmlp", help="the gmlp binary, for --onnx-from gmlp")
     parser.add_argument("--infer-batch-sizes", type=int, nargs="+",
                         help="default: the training batch size and 1")
-    parser.add_argument("--ort-worker", metavar="DIR", help=argparse.SUPPRESS)  # internal, see ort_worker()
+    parser.add_argument("--runtime-worker", metavar="DIR", help=argparse.SUPPRESS)  # internal: runtime_worker()
     args = parser.parse_args()
     if not args.infer_batch_sizes:
         args.infer_batch_sizes = [args.batch_size, 1]
-    if args.ort_worker:
-        return ort_worker(args)
+    if args.runtime_worker:
+        return runtime_worker(args)
+    if args.onnx_from == "gmlp" and not (args.gmlp and os.access(args.gmlp, os.X_OK)):
+        parser.error(f"--onnx-from gmlp needs --gmlp, the gmlp binary (got {args.gmlp})")
 
-    global torch, F, timm_gmlp
+    global torch, F, timm_gmlp, save_file
     import torch
     import torch.nn.functional as F
+    from safetensors.torch import save_file
     sys.path.insert(0, REFERENCE_DIR)
     import timm_gmlp
 
@@ -267,10 +331,11 @@ def main():
     except Exception as e:  # torch.compile needs a C++ toolchain, ONNX export onnxscript: say so
         if args.mode == "eager":
             raise
-        what = {"compile": "torch.compile", "autocast": "bf16 autocast",
-                "onnxruntime": "ONNX export / onnxruntime"}[args.mode]
+        what = {"compile": "torch.compile", "max-autotune": "torch.compile(mode='max-autotune')",
+                "autocast": "bf16 autocast", "onnxruntime": "ONNX export / onnxruntime",
+                "openvino": "ONNX export / OpenVINO f32", "openvino-default": "ONNX export / OpenVINO"}[args.mode]
         result["error"] = f"{what} failed: {type(e).__name__}: {' '.join(str(e).split())[:2000]}"
-    if result["peak_rss_mb"] is None:  # else it is the onnxruntime worker's
+    if result["peak_rss_mb"] is None:  # else it is the runtime worker's
         result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     print(json.dumps(result))
     return 1 if "error" in result else 0

@@ -10,8 +10,10 @@ For each shape (preset, batch) -- fmnist-s at 64 (28×28, patch 4, 49 tokens), c
 after the other and never two at once:
   `gmlp bench --json` in fp32, and in bf16 when `gmlp bench --help` offers --precision;
   bench/pytorch_baseline.py on the same architecture (from `gmlp info --json`), same batch, same
-  thread count, in modes eager, compile (torch.compile), autocast (bf16 autocast) and
-  onnxruntime (inference only, on a model exported from PyTorch).
+  thread count, in modes eager, compile (torch.compile), max-autotune (torch.compile's
+  mode="max-autotune"), autocast (bf16 autocast), and inference only in ONNX Runtime, OpenVINO
+  with its f32 hint and OpenVINO at its default precision (bf16 on CPUs with AVX512-BF16 or AMX),
+  each on the ONNX that PyTorch exports and on the one `gmlp export` writes.
 It does not build: `make bench` does that first. Each measurement is images/s, the median over
 --reps repetitions after warm-up with [min, max] beside it; a training step is forward, loss,
 backward and AdamW. Then it prints one markdown table per shape with gmlp's GFLOP/s as a share of
@@ -38,10 +40,23 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SHAPES = [("fmnist-s", 64), ("cifar-s", 64), ("gmlp-ti16", 8)]  # (preset, batch size)
-TORCH_MODES = ["eager", "compile", "autocast", "onnxruntime"]
+# The baselines: column key -> (pytorch_baseline.py --mode, whose ONNX the runtimes run).
+TORCH_MODES = {"eager": ("eager", None), "compile": ("compile", None),
+               "max-autotune": ("max-autotune", None), "autocast": ("autocast", None),
+               "onnxruntime": ("onnxruntime", "torch"), "onnxruntime-gmlp": ("onnxruntime", "gmlp"),
+               "openvino": ("openvino", "torch"), "openvino-gmlp": ("openvino", "gmlp"),
+               "openvino-default": ("openvino-default", "torch"),
+               "openvino-default-gmlp": ("openvino-default", "gmlp")}
 COLUMN_NAMES = {"eager": "PyTorch eager", "compile": "PyTorch compile",
-                "autocast": "PyTorch autocast bf16", "onnxruntime": "ONNX Runtime"}
-SHORT_NAMES = {"eager": "eager", "compile": "compile", "autocast": "autocast", "onnxruntime": "ORT"}
+                "max-autotune": "PyTorch compile max-autotune", "autocast": "PyTorch autocast bf16",
+                "onnxruntime": "ONNX Runtime (PyTorch's ONNX)", "onnxruntime-gmlp": "ONNX Runtime (gmlp's ONNX)",
+                "openvino": "OpenVINO f32 (PyTorch's ONNX)", "openvino-gmlp": "OpenVINO f32 (gmlp's ONNX)",
+                "openvino-default": "OpenVINO default (PyTorch's ONNX)",
+                "openvino-default-gmlp": "OpenVINO default (gmlp's ONNX)"}
+SHORT_NAMES = {"eager": "eager", "compile": "compile", "max-autotune": "max-autotune", "autocast": "autocast",
+               "onnxruntime": "ORT", "onnxruntime-gmlp": "ORT (gmlp ONNX)", "openvino": "OV f32",
+               "openvino-gmlp": "OV f32 (gmlp ONNX)", "openvino-default": "OV default",
+               "openvino-default-gmlp": "OV default (gmlp ONNX)"}
 BUSY_WARNING = 0.05  # others' share of the cores above which a table is flagged
 
 
@@ -230,14 +245,15 @@ def bench_shape(a, preset, batch, gmlp_bf16):
     commands = {("gmlp", "fp32"): [a.gmlp, "bench"] + common}
     if gmlp_bf16:
         commands[("gmlp", "bf16")] = [a.gmlp, "bench"] + common + ["--precision", "bf16"]
-    for mode in TORCH_MODES:
-        commands[("pytorch", mode)] = [
+    for key, (mode, onnx_from) in TORCH_MODES.items():
+        commands[("pytorch", key)] = [
             sys.executable, os.path.join(HERE, "pytorch_baseline.py"),
             "--img-size", str(cfg["img_size"]), "--in-chans", str(cfg["in_chans"]),
             "--patch-size", str(cfg["patch_size"]), "--depth", str(cfg["depth"]),
             "--dim", str(cfg["dim"]), "--ffn", str(cfg["ffn"]), "--num-classes", str(cfg["num_classes"]),
             "--batch-size", str(batch), "--threads", str(a.threads), "--reps", str(a.reps),
-            "--warmup", str(a.warmup), "--mode", mode]
+            "--warmup", str(a.warmup), "--mode", mode] + (
+                ["--onnx-from", onnx_from, "--gmlp", a.gmlp] if onnx_from else [])
     runs = {k: [] for k in commands}
     for _ in range(a.rounds):
         for k, cmd in commands.items():
@@ -298,11 +314,14 @@ def print_table(shape, peak, native_bf16):
     columns = [(f"gmlp {p}", gmlp_cells(r, B)) for p, r in shape["gmlp"].items()]
     columns += [(COLUMN_NAMES[m], torch_cells(r, B)) for m, r in shape["pytorch"].items()]
     # Without native bf16 PyTorch's autocast emulates it: a baseline at its worst, not its best,
-    # so its column is shown but nothing is claimed against it.
+    # so its column is shown but nothing is claimed against it. With it, OpenVINO's default runs
+    # bf16: it is set beside gmlp bf16, not fp32.
+    bf16_columns = {"autocast", "openvino-default", "openvino-default-gmlp"}
     ratios = [(f"gmlp / {SHORT_NAMES[m]}", "gmlp fp32", COLUMN_NAMES[m]) for m in shape["pytorch"]
-              if native_bf16 or m != "autocast"]
+              if not native_bf16 and m != "autocast" or native_bf16 and m not in bf16_columns]
     if "bf16" in shape["gmlp"]:
-        ratios.append(("gmlp bf16 / autocast", "gmlp bf16", COLUMN_NAMES["autocast"]))
+        ratios += [(f"gmlp bf16 / {SHORT_NAMES[m]}", "gmlp bf16", COLUMN_NAMES[m]) for m in sorted(bf16_columns)
+                   if m in shape["pytorch"]]
     rows = [("train", f"train step, batch {B} (images/s)", 3 * flop),
             ("infer", f"inference, batch {B} (images/s)", flop),
             ("infer1", "inference, batch 1 (images/s)", flop),
@@ -334,10 +353,11 @@ def print_table(shape, peak, native_bf16):
     else:
         top = max(r.get("others_cpu_share", 0) for _, r in runs)
         print(f"Quiet machine: other processes used at most {100 * top:.1f} % of the cores during any run.")
-    onnx = shape["pytorch"].get("onnxruntime", {})
-    if "onnx_max_abs_diff" in onnx:
-        print(f"ONNX export checked: max |ORT − PyTorch| logit = {onnx['onnx_max_abs_diff']:.1e} "
-              f"(random weights, batch 2).")
+    checked = [f"{COLUMN_NAMES[m]} {r['onnx_max_abs_diff']:.1e}" for m, r in shape["pytorch"].items()
+               if "onnx_max_abs_diff" in r]
+    if checked:
+        print(f"ONNX exports checked, max |runtime − PyTorch| logit (random weights, batch 2): "
+              f"{', '.join(checked)}.")
     for name, r in runs:
         if "error" in r:
             print(f"{name} failed: {r['error'][:400]}")
@@ -385,25 +405,28 @@ def main():
         print(json.dumps({"stamp": stamp, "native_bf16": native_bf16, "shapes": shapes}))
         return 0
     versions = next((r for s in shapes for r in s.get("pytorch", {}).values() if "torch" in r), {})
-    ort = next((r["onnxruntime"] for s in shapes for r in s.get("pytorch", {}).values() if "onnxruntime" in r), "?")
+    runtimes = sorted({r["runtime"] for s in shapes for r in s.get("pytorch", {}).values() if "runtime" in r})
     print(f"## gmlp beside PyTorch\n\ncommit {stamp['commit']}, {stamp['date']}, {stamp['cpu']}, "
           f"{a.threads} threads, median [min–max] of {a.reps} reps after {a.warmup} warm-up"
           + (f", then the median of {a.rounds} such processes per cell, run round by round "
              f"[the lowest min to the highest max]" if a.rounds > 1 else "") + "; "
-          f"torch {versions.get('torch', '?')}, onnxruntime {ort}.\n"
+          f"torch {versions.get('torch', '?')}, {', '.join(runtimes) or 'no runtime'}.\n"
           f"fp32 peak: {derivation}.\n"
           f"Columns gmlp / X: gmlp fp32 ÷ X (above 1: gmlp faster; for RSS, below 1: gmlp smaller). "
           f"Training step = forward, loss, backward, AdamW (gmlp also clips the gradient norm); "
           f"GFLOP/s counts a training step as 3× the forward FLOPs; % of peak is of the fp32 peak, "
           f"for gmlp bf16 too. "
           f"Peak RSS is the whole process; the increase over its footprint before the model was "
-          f"built is in brackets (a PyTorch process starts with torch imported; the ORT column "
-          f"is a separate process that imports only onnxruntime and numpy, and runs inference only)."
+          f"built is in brackets (a PyTorch process starts with torch imported; the ONNX Runtime and "
+          f"OpenVINO columns are separate processes that import only the runtime and numpy, and run "
+          f"inference only). Intel's extension for PyTorch is not measured: it is discontinued and "
+          f"needs an older torch."
           + ("" if gmlp_bf16 else " gmlp bf16: not yet (`gmlp bench` has no --precision).") + "\n")
     if not native_bf16:
         print("This CPU has no native bf16 (AVX512-BF16 or AMX): gmlp's `--precision bf16` falls "
               "back to fp32, so there is no gmlp bf16 column, and PyTorch's bf16 autocast is "
-              "emulated, so no ratio is taken against it.\n")
+              "emulated, so no ratio is taken against it; OpenVINO's default runs f32 here, so its "
+              "columns are set beside gmlp fp32.\n")
     for shape in shapes:
         print_table(shape, peak, native_bf16)
     return 0
