@@ -124,7 +124,7 @@ TEST(Checkpoint, TheOtherKindIsNamedWithTheCommandsItIsFor) {
       task.save("ck_task.safetensors", {{"format", "gmlp-text"}, {"tokenizer", "AAAA"}, {"task", "genre"}});
   expect_load_error(task_path,
                     "is a text checkpoint (gmlp finetune, task genre), not an image classifier (of gmlp train, or a "
-                    "timm gMLP): use it with gmlp fill-mask");
+                    "timm state_dict): use it with gmlp fill-mask");
   // And the other way: an image classifier given to fill-mask or finetune --init.
   for (const auto& meta :
        {std::map<std::string, std::string>{{"format", "gmlp"}}, std::map<std::string, std::string>{}}) {
