@@ -364,6 +364,16 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     train_seqs = text::pack_sequences(train_docs, N);
     train_docs.erase(std::remove_if(train_docs.begin(), train_docs.end(), [](const auto& d) { return d.empty(); }),
                      train_docs.end());
+    // --train-limit trains on the first sequences: short ones come from the documents they hold,
+    // each sequence holding N - 1 ids of the stream "doc [SEP] doc [SEP] ...".
+    if (opt.train_limit > 0 && size_t(opt.train_limit) < train_seqs.size()) {
+      const int64_t stream = int64_t(opt.train_limit) * (N - 1);
+      int64_t used = 0;
+      size_t keep = 0;
+      while (keep < train_docs.size() && (keep == 0 || used + int64_t(train_docs[keep].size()) + 1 <= stream))
+        used += int64_t(train_docs[keep++].size()) + 1;
+      train_docs.resize(keep);
+    }
   }
   const double short_prob = opt.nsp ? 0.0 : opt.short_seq_prob;
   std::vector<int32_t> short_seqs;
