@@ -37,6 +37,9 @@ class Classifier {
   int num_classes() const;
   // The checkpoint's class names; empty when it stores none (a timm file).
   const std::vector<std::string>& class_names() const;
+  // What reading a timm file had to assume, one sentence each (a ViT's heads, which its tensors
+  // do not hold); empty for gmlp's own checkpoints.
+  const std::vector<std::string>& notes() const;
 
   // Logits of n images given as (n, channels, size, size) floats in [0, 1], row-major; the
   // checkpoint's normalisation is applied here, as in training. Returns (n, num_classes).

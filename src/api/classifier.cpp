@@ -35,6 +35,7 @@ int Classifier::channels() const { return impl_->ck.config.in_chans; }
 int Classifier::image_size() const { return impl_->ck.config.img_size; }
 int Classifier::num_classes() const { return impl_->ck.config.num_classes; }
 const std::vector<std::string>& Classifier::class_names() const { return impl_->ck.class_names; }
+const std::vector<std::string>& Classifier::notes() const { return impl_->ck.notes; }
 
 std::vector<float> Classifier::logits(const float* pixels, int n) {
   if (n < 0) fail("failed to classify: ", n, " images (expected a count >= 0)");
