@@ -27,7 +27,7 @@ void add_predict(CLI::App& app) {
   sub->callback([args] {
     set_threads(args->threads);
     Classifier model(args->checkpoint);
-    for (const std::string& note : model.notes()) std::fprintf(stderr, "gmlp: note: %s\n", note.c_str());
+    print_notes(model.notes());
     // As sha256sum does: a file that cannot be read or decoded is reported on stderr and the
     // rest are still classified; stdout gets whole lines only; the exit status says if any failed.
     int failed = 0;

@@ -19,9 +19,13 @@ void add_commands(CLI::App& app) {
   add_config_option(app);  // last: it adds --config to every subcommand above
 }
 
+void print_notes(const std::vector<std::string>& notes) {
+  for (const std::string& note : notes) std::fprintf(stderr, "gmlp: note: %s\n", note.c_str());
+}
+
 Checkpoint load_image_checkpoint(const std::string& path) {
   Checkpoint ck = load_checkpoint(path);
-  for (const std::string& note : ck.notes) std::fprintf(stderr, "gmlp: note: %s\n", note.c_str());
+  print_notes(ck.notes);
   return ck;
 }
 

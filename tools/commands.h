@@ -61,7 +61,9 @@ CLI::Validator real_in(double lo, double hi, Ends ends = Ends::closed, const std
 // image) and must still exit with status 1.
 struct Reported {};
 
-// load_checkpoint (train/checkpoint.h), saying on stderr what reading a timm file assumed.
+// What reading a timm file assumed (Checkpoint::notes), one "gmlp: note:" line each on stderr.
+void print_notes(const std::vector<std::string>& notes);
+// load_checkpoint (train/checkpoint.h), then print_notes.
 Checkpoint load_image_checkpoint(const std::string& path);
 
 // Probes an output file or folder for writing before a command's work (io/writable.h); failure

@@ -1,5 +1,6 @@
 // gmlp as a library: load a trained checkpoint (gmlp's, or a timm state_dict of gMLP, Mixer,
-// ResMLP or ViT saved as safetensors) and classify images from C++, with no other header of this project and no Python.
+// ResMLP or ViT saved as safetensors) and classify images from C++, with no other header of this
+// project and no Python.
 //
 //   gmlp::Classifier model("runs/demo/checkpoint.safetensors");
 //   for (const gmlp::Prediction& p : model.classify("boot.png", 3))

@@ -113,8 +113,11 @@ std::vector<std::vector<int32_t>> encode_all(const Tokenizer& tok, const std::ve
   return ids;
 }
 
-std::vector<std::vector<int32_t>> pack(const Tokenizer& tok, const std::vector<std::string>& docs, int seq_len) {
-  return text::pack_sequences(encode_all(tok, docs), seq_len);
+// A split's documents tokenized, the empty ones left out (packing skips them too).
+std::vector<std::vector<int32_t>> split_documents(const Tokenizer& tok, const LmOptions& opt, text::Split split) {
+  std::vector<std::vector<int32_t>> ids = encode_all(tok, documents(opt, split));
+  ids.erase(std::remove_if(ids.begin(), ids.end(), [](const auto& d) { return d.empty(); }), ids.end());
+  return ids;
 }
 
 // The KJV verses of a split for next-sentence pairs, with their chapters (units) and where
@@ -360,10 +363,8 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     Rng r(opt.seed ^ 0xDE5E7ull);
     dev_pairs = text::next_sentence_pairs(dev.ids, dev.unit, dev.group, N, r);
   } else {
-    train_docs = encode_all(tok, documents(opt, text::Split::train));
+    train_docs = split_documents(tok, opt, text::Split::train);
     train_seqs = text::pack_sequences(train_docs, N);
-    train_docs.erase(std::remove_if(train_docs.begin(), train_docs.end(), [](const auto& d) { return d.empty(); }),
-                     train_docs.end());
     // --train-limit trains on the first sequences: short ones come from the documents they hold,
     // each sequence holding N - 1 ids of the stream "doc [SEP] doc [SEP] ...".
     if (opt.train_limit > 0 && size_t(opt.train_limit) < train_seqs.size()) {
@@ -375,9 +376,9 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
       train_docs.resize(keep);
     }
   }
-  const double short_prob = opt.nsp ? 0.0 : opt.short_seq_prob;
-  std::vector<int32_t> short_seqs;
-  auto dev_seqs = pack(tok, documents(opt, text::Split::dev), N);
+  std::vector<int32_t> short_seqs;  // validate_options: none with --nsp
+  std::vector<std::vector<int32_t>> dev_docs = split_documents(tok, opt, text::Split::dev);
+  auto dev_seqs = text::pack_sequences(dev_docs, N);
   const int64_t dev_total = limit_split(dev_seqs, opt, "dev sequences");
   const int64_t dev_pairs_total = opt.nsp ? limit_split(dev_pairs, opt, "dev pairs") : 0;
   text::MaskConfig mask;
@@ -390,9 +391,6 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   // Single dev documents (verses), each its own "[CLS] verse [SEP]" padded to N, as fill-mask and
   // finetuning read a text: up to kVerseEval of them, drawn by the seed, masked once.
   constexpr int64_t kVerseEval = 1000;
-  std::vector<std::vector<int32_t>> dev_docs = encode_all(tok, documents(opt, text::Split::dev));
-  dev_docs.erase(std::remove_if(dev_docs.begin(), dev_docs.end(), [](const auto& d) { return d.empty(); }),
-                 dev_docs.end());
   const int64_t verses_total = int64_t(dev_docs.size());
   keep_eval_subset(dev_docs, opt.eval_limit > 0 ? std::min<int64_t>(opt.eval_limit, kVerseEval) : kVerseEval, opt.seed);
   std::vector<int32_t> verse_inputs(dev_docs.size() * N), verse_labels(dev_docs.size() * N);
@@ -423,7 +421,7 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
       const int i = items[b];
       const int32_t* ids = opt.nsp ? pairs[i].ids.data() : train_seqs[i].data();
       Rng item_rng(keys[b]);
-      if (short_prob > 0 && item_rng.uniform() < short_prob) {
+      if (opt.short_seq_prob > 0 && item_rng.uniform() < opt.short_seq_prob) {
         // BERT's short sequence in this one's place: whole documents from a random one on, as
         // many as fit in a length uniform in [2, N].
         const size_t first = size_t(item_rng.below(train_docs.size()));
