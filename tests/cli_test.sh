@@ -59,6 +59,12 @@ expect_error "truncated data files" 1 "baddata" -- "$GMLP" train --preset fmnist
 expect_error "resume without a run" 1 "does not exist" -- "$GMLP" train --resume "$WORK/norun"
 expect_error "unknown --set field" 1 "has no field 'nope'" -- "$GMLP" train --set nope=1 --out "$WORK/x"
 expect_error "bad --set value" 1 "invalid model config: gate" -- "$GMLP" train --set gate=sideways --out "$WORK/x"
+expect_error "bad --set pooling" 1 "invalid model config: global_pool must be one of token, avg \\(got 'max'\\)" -- \
+  "$GMLP" train --preset fmnist-vit --set global_pool=max --out "$WORK/x"
+expect_error "token pooling without a class token" 1 "global_pool 'token' needs class_token true" -- \
+  "$GMLP" train --preset fmnist-vit --set class_token=false --out "$WORK/x"
+expect_error "bad --set boolean" 1 "'class_token' takes true or false \\(got '0'\\)" -- \
+  "$GMLP" train --preset fmnist-vit --set class_token=0 --out "$WORK/x"
 expect_error "bad --random-erase" 2 "--random-erase: expected a number in \[0, 1\], found '2'" -- \
   "$GMLP" train --random-erase 2 --train-limit 100 --out "$WORK/x"
 expect_error "bad --ema" 2 "--ema: expected a number in \[0, 1\), found '1'" -- "$GMLP" train --ema 1 --train-limit 100 --out "$WORK/x"

@@ -41,6 +41,8 @@ IMAGE_KINDS = {  # name: config changes
     "gmlp:linear": dict(model="gmlp", gate="linear"),
     "amlp": dict(model="amlp"),
     "vit": dict(model="vit"),
+    "vit:avg": dict(model="vit", class_token=False, global_pool="avg"),
+    "vit:cls_avg": dict(model="vit", global_pool="avg"),
     "mixer": dict(model="mixer"),
     "resmlp": dict(model="resmlp"),
     "ffonly": dict(model="ffonly"),

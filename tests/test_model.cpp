@@ -27,15 +27,22 @@ namespace {
 
 using test::close;
 
-// Every model kind the tests cover, and the gate ablations: "gmlp:additive" is gMLP with that gate.
+// Every model kind the tests cover, the gate ablations ("gmlp:additive" is gMLP with that gate)
+// and ViT's pooling ("vit:avg", global_pool avg without a class token; "vit:cls_avg", with one).
 const std::vector<std::string> kKinds = {
-    "gmlp", "gmlp:multiplicative", "gmlp:additive", "gmlp:linear", "amlp", "vit", "mixer", "resmlp", "ffonly", "eamlp",
+    "gmlp",    "gmlp:multiplicative", "gmlp:additive", "gmlp:linear", "amlp",   "vit",
+    "vit:avg", "vit:cls_avg",         "mixer",         "resmlp",      "ffonly", "eamlp",
     "cnn"};
 
 ModelConfig with_kind(ModelConfig c, const std::string& kind) {
   const size_t colon = kind.find(':');
   c.model = parse_model_kind(kind.substr(0, colon), Domain::vision);
-  if (colon != std::string::npos) c.gate = kind.substr(colon + 1);
+  if (colon == std::string::npos) return c;
+  const std::string variant = kind.substr(colon + 1);
+  if (c.model == ModelKind::vit)
+    c.global_pool = "avg", c.class_token = variant == "cls_avg";
+  else
+    c.gate = variant;
   return c;
 }
 
@@ -197,7 +204,8 @@ TEST_P(ReferenceParity, LogitsLossGradientsAndAdamWSteps) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceParity,
                          ::testing::Values("tiny_gray", "tiny_rgb", "amlp", "gate_multiplicative", "gate_additive",
-                                           "gate_linear", "vit", "mixer", "resmlp", "ffonly", "eamlp", "cnn"));
+                                           "gate_linear", "vit", "vit_avg", "vit_cls_avg", "mixer", "resmlp", "ffonly",
+                                           "eamlp", "cnn"));
 
 // Every kind's initial weights have timm's spread: per state_dict tensor, the count, mean and
 // standard deviation over eight initialisations against those of the reference models as timm

@@ -281,9 +281,25 @@ TEST(Validation, TimmStateDictsAreReadFromTheirTensorNamesAndShapes) {
         config_of("vitx.safetensors", {{"heads", "four"}}, vit);
       },
       {"metadata 'heads' is 'four', expected a whole number"});
+  EXPECT_TRUE(tiny.class_token);
+  EXPECT_EQ(tiny.global_pool, "token");
+  // timm's global_pool="avg": fc_norm after pooling, with or without the class token.
   Tensors pooled = vit;
-  pooled.erase(pooled.begin() + 1);  // no class token: timm's global_pool="avg"
-  expect_error([&] { config_of("avg.safetensors", {}, pooled); }, {"without a class token (global_pool='avg')"});
+  pooled.push_back({"fc_norm.weight", {192}});
+  const ModelConfig cls_avg = config_of("cls_avg.safetensors", {}, pooled);
+  EXPECT_TRUE(cls_avg.class_token);
+  EXPECT_EQ(cls_avg.global_pool, "avg");
+  EXPECT_EQ(cls_avg.img_size, 224);
+  pooled.erase(pooled.begin() + 1);  // no class token, and one position fewer
+  pooled[1] = {"pos_embed", {1, 196, 192}};
+  const ModelConfig avg = config_of("avg.safetensors", {}, pooled);
+  EXPECT_FALSE(avg.class_token);
+  EXPECT_EQ(avg.global_pool, "avg");
+  EXPECT_EQ(avg.img_size, 224);
+  Tensors prenorm = pooled;  // no class token and no fc_norm: global_pool="avg", fc_norm=False
+  prenorm.pop_back();
+  expect_error([&] { config_of("prenorm.safetensors", {}, prenorm); },
+               {"prenorm.safetensors", "without a class token or 'fc_norm.weight'", "fc_norm=False"});
   expect_error(
       [&] {
         config_of("none.safetensors", {}, {{"stem.proj.weight", {8, 1, 4, 4}}, {"head.weight", {10, 8}}});

@@ -140,6 +140,10 @@ nlohmann::json apply_sets(nlohmann::json j, const std::vector<std::string>& sets
     }
     if (j[key].is_string()) {
       j[key] = value;
+    } else if (j[key].is_boolean()) {
+      if (value != "true" && value != "false")
+        fail("invalid --set '", s, "': '", key, "' takes true or false (got '", value, "')");
+      j[key] = value == "true";
     } else {
       nlohmann::json v = nlohmann::json::parse(value, nullptr, false);
       if (v.is_discarded() || !v.is_number())

@@ -8,6 +8,7 @@
 namespace gmlp {
 
 const std::vector<std::string> kGateKinds = {"split", "multiplicative", "additive", "linear"};
+const std::vector<std::string> kGlobalPools = {"token", "avg"};
 
 namespace {
 bool one_of(const std::string& s, const std::vector<std::string>& set) {
@@ -46,6 +47,12 @@ void ModelConfig::validate() const {
     need(!split_gate() || ffn % 2 == 0, "ffn must be even for the split gate", ffn);
   }
   if (kind.tiny_attention) need(attn_dim > 0 && attn_dim <= 4096, "attn_dim must be in 1..4096", attn_dim);
+  if (model == ModelKind::vit) {
+    if (!one_of(global_pool, kGlobalPools))
+      fail("invalid model config: global_pool must be one of ", joined(kGlobalPools), " (got '", global_pool, "')");
+    if (global_pool == "token" && !class_token)
+      fail("invalid model config: global_pool 'token' needs class_token true (got false): pool with 'avg' instead");
+  }
   if (kind.heads) need(heads > 0 && dim % heads == 0, "heads must divide dim", heads);
   if (kind.token_mlp) need(token_ffn > 0 && token_ffn <= 65536, "token_ffn must be in 1..65536", token_ffn);
   if (kind.memory) need(memory > 0 && memory <= 65536, "memory must be in 1..65536", memory);
@@ -53,7 +60,7 @@ void ModelConfig::validate() const {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, model, img_size, in_chans, patch_size, depth, dim, ffn,
                                                 num_classes, drop_path, ln_eps, gate_eps, gate, attn_dim, heads,
-                                                token_ffn, memory, init_scale)
+                                                class_token, global_pool, token_ffn, memory, init_scale)
 
 nlohmann::json ModelConfig::to_json() const { return *this; }
 

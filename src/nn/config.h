@@ -28,13 +28,19 @@ struct ModelConfig {
   std::string gate = "split";         // gmlp/amlp gating s(Z): split, multiplicative, additive, linear
   int attn_dim = 64;                  // amlp: width of the tiny attention
   int heads = 4;                      // vit, eamlp: attention heads
+  bool class_token = true;            // vit: a learned class token ahead of the patches (ffonly, eamlp: always)
+  std::string global_pool = "token";  // vit (timm's name): "token", the class token's row after the final
+                                      // norm; "avg", the mean of the patch tokens, then its own norm (fc_norm)
   int token_ffn = 64;                 // mixer, ffonly: hidden width of the MLP across tokens
   int memory = 64;                    // eamlp: memory units per head
   double init_scale = 0.1;            // resmlp: layer-scale initial value
 
   int grid() const { return img_size / patch_size; }
   int patches() const { return grid() * grid(); }
-  bool has_class_token() const { return model_kind_info(model).class_token; }
+  bool has_class_token() const {
+    return model_kind_info(model).class_token && (model != ModelKind::vit || class_token);
+  }
+  bool avg_pool_then_norm() const { return model == ModelKind::vit && global_pool == "avg"; }  // timm's fc_norm
   int tokens() const { return patches() + (has_class_token() ? 1 : 0); }
   bool split_gate() const { return gate == "split"; }
   int gate_width() const { return split_gate() ? ffn / 2 : ffn; }  // H: the gate's output
@@ -47,6 +53,7 @@ struct ModelConfig {
 };
 
 extern const std::vector<std::string> kGateKinds;
+extern const std::vector<std::string> kGlobalPools;  // vit: token, avg
 
 // Training defaults that go with a preset (the CLI's flags override them).
 struct PresetTrain {

@@ -122,17 +122,17 @@ TokenModel<T>::TokenModel(const ModelConfig& config, Storage storage) : Model<T>
   ParamTable& t = this->table_;
   const int64_t C = c.in_chans, P = c.patch_size, D = c.dim, N = c.tokens(), L = c.depth;
   const BranchDims dims{N, D};
+  vit_stem_ = kind.class_token;
   cls_ = c.has_class_token();
-  style_ = cls_ ? InitStyle::vit : InitStyle::mixer;
+  fc_norm_ = c.avg_pool_then_norm();
+  style_ = vit_stem_ ? InitStyle::vit : InitStyle::mixer;
   final_norm_ = kind.affine_norm ? NormKind::affine : NormKind::layernorm;
 
-  const std::string stem = cls_ ? "patch_embed.proj" : "stem.proj";
+  const std::string stem = vit_stem_ ? "patch_embed.proj" : "stem.proj";
   stem_w_ = t.add(stem + ".weight", {D, C, P, P}, true);
   stem_b_ = t.add(stem + ".bias", {D}, false);
-  if (cls_) {
-    cls_token_ = t.add("cls_token", {1, 1, D}, false);
-    pos_embed_ = t.add("pos_embed", {1, N, D}, false);
-  }
+  if (cls_) cls_token_ = t.add("cls_token", {1, 1, D}, false);
+  if (vit_stem_) pos_embed_ = t.add("pos_embed", {1, N, D}, false);
   for (int64_t l = 0; l < L; ++l) {
     const std::string b = "blocks." + std::to_string(l) + ".";
     // timm: drop-path rates rise linearly from 0 at the first block to drop_path at the last.
@@ -187,8 +187,9 @@ TokenModel<T>::TokenModel(const ModelConfig& config, Storage storage) : Model<T>
     norm_w_ = t.add("norm.alpha", {1, 1, D}, true);
     norm_b_ = t.add("norm.beta", {1, 1, D}, true);
   } else {
-    norm_w_ = t.add("norm.weight", {D}, false);
-    norm_b_ = t.add("norm.bias", {D}, false);
+    const std::string norm = fc_norm_ ? "fc_norm" : "norm";
+    norm_w_ = t.add(norm + ".weight", {D}, false);
+    norm_b_ = t.add(norm + ".bias", {D}, false);
   }
   head_w_ = t.add("head.weight", {int64_t(c.num_classes), D}, true);
   head_b_ = t.add("head.bias", {int64_t(c.num_classes)}, false);
@@ -206,7 +207,7 @@ void TokenModel<T>::init(Rng& rng) {
     init::torch_default(w + stem_w_, D * C * P * P, C * P * P, rng);
     init::torch_default(w + stem_b_, D, C * P * P, rng);
     init::trunc_normal(w + pos_embed_, N * D, 0.02, rng);
-    init::normal(w + cls_token_, D, 1e-6, rng);
+    if (cls_) init::normal(w + cls_token_, D, 1e-6, rng);
   }
   for (const auto& layer : layers_) layer->init(w, rng);
   init::fill(w + norm_w_, D, T(1));
@@ -250,8 +251,9 @@ const T* TokenModel<T>::forward(const T* images, int64_t B, Rng* rng) {
     T* x0 = stream(0);
     // Token-major: with a class token, its B rows come first, then the patches'.
     linear_forward(x0 + (cls_ ? B * D : 0), patches_, w + stem_w_, w + stem_b_, Np * B, ps.patch_dim(), D);
-    if (cls_) {
+    if (cls_)
       for (int64_t b = 0; b < B; ++b) std::copy(w + cls_token_, w + cls_token_ + D, x0 + b * D);
+    if (vit_stem_) {
       const T* pos = w + pos_embed_;
 #pragma omp parallel for schedule(static)
       for (int64_t r = 0; r < M; ++r)
@@ -263,15 +265,19 @@ const T* TokenModel<T>::forward(const T* images, int64_t B, Rng* rng) {
   {
     GMLP_PROFILE("fwd.head");
     const T* xl = stream(L);
-    if (final_norm_ == NormKind::affine) {
-      affine_forward(xf_, xl, w + norm_w_, w + norm_b_, M, D);
+    if (fc_norm_) {  // xf_'s first B rows: the mean of the patch tokens (after the class token's rows)
+      mean_pool_forward(xf_, xl + (cls_ ? B * D : 0), Np, B, D);
+      layernorm_forward(pooled_, D, meanf_, rstdf_, xf_, D, w + norm_w_, w + norm_b_, B, D, T(cfg_.ln_eps));
     } else {
-      layernorm_forward(xf_, D, meanf_, rstdf_, xl, D, w + norm_w_, w + norm_b_, M, D, T(cfg_.ln_eps));
+      if (final_norm_ == NormKind::affine)
+        affine_forward(xf_, xl, w + norm_w_, w + norm_b_, M, D);
+      else
+        layernorm_forward(xf_, D, meanf_, rstdf_, xl, D, w + norm_w_, w + norm_b_, M, D, T(cfg_.ln_eps));
+      if (cls_)
+        std::copy(xf_, xf_ + B * D, pooled_);  // the class token's rows
+      else
+        mean_pool_forward(pooled_, xf_, N, B, D);
     }
-    if (cls_)
-      std::copy(xf_, xf_ + B * D, pooled_);  // the class token's rows
-    else
-      mean_pool_forward(pooled_, xf_, N, B, D);
     linear_forward(logits_, pooled_, w + head_w_, w + head_b_, B, D, K);
   }
   return logits_;
@@ -290,25 +296,32 @@ void TokenModel<T>::backward(const T* dlogits) {
     std::fill(dpooled_, dpooled_ + B * D, T(0));
     linear_backward(dpooled_, g + head_w_, g + head_b_, dlogits, pooled_, w + head_w_, B, D, K);
     std::fill(dxf_, dxf_ + M * D, T(0));
-    if (cls_)
-      std::copy(dpooled_, dpooled_ + B * D, dxf_);
-    else
-      mean_pool_backward(dxf_, dpooled_, N, B, D);
     std::fill(dX_, dX_ + M * D, T(0));
-    if (final_norm_ == NormKind::affine)
-      affine_backward(dX_, g + norm_w_, g + norm_b_, dxf_, x_[L], w + norm_w_, M, D);
-    else
-      layernorm_backward(dX_, D, g + norm_w_, g + norm_b_, dxf_, D, x_[L], D, meanf_, rstdf_, w + norm_w_, M, D);
+    if (fc_norm_) {
+      layernorm_backward(dxf_, D, g + norm_w_, g + norm_b_, dpooled_, D, xf_, D, meanf_, rstdf_, w + norm_w_, B, D);
+      mean_pool_backward(dX_ + (cls_ ? B * D : 0), dxf_, Np, B, D);
+    } else {
+      if (cls_)
+        std::copy(dpooled_, dpooled_ + B * D, dxf_);
+      else
+        mean_pool_backward(dxf_, dpooled_, N, B, D);
+      if (final_norm_ == NormKind::affine)
+        affine_backward(dX_, g + norm_w_, g + norm_b_, dxf_, x_[L], w + norm_w_, M, D);
+      else
+        layernorm_backward(dX_, D, g + norm_w_, g + norm_b_, dxf_, D, x_[L], D, meanf_, rstdf_, w + norm_w_, M, D);
+    }
   }
   for (int64_t l = L - 1; l >= 0; --l) layers_[l]->backward(dX_, x_[l], w, g, B);
   {
     GMLP_PROFILE("bwd.patch_embed");
-    if (cls_) {
+    if (vit_stem_) {
       T* gpos = g + pos_embed_;
-      T* gcls = g + cls_token_;
       for (int64_t r = 0; r < M; ++r)
 #pragma omp simd
         for (int64_t d = 0; d < D; ++d) gpos[(r / B) * D + d] += dX_[r * D + d];
+    }
+    if (cls_) {
+      T* gcls = g + cls_token_;
       for (int64_t b = 0; b < B; ++b)
 #pragma omp simd
         for (int64_t d = 0; d < D; ++d) gcls[d] += dX_[b * D + d];
@@ -325,7 +338,7 @@ std::string TokenModel<T>::emit(OnnxBuilder& g, const std::string& images) const
   {
     // timm's PatchEmbed: a P×P convolution of stride P, its (B, D, G, G) output flattened to
     // tokens in row-major grid order.
-    const OnnxBuilder::Scope scope(g, cls_ ? "patch_embed" : "stem");
+    const OnnxBuilder::Scope scope(g, vit_stem_ ? "patch_embed" : "stem");
     x = g.op(
         "Conv", {images, g.param(stem_w_), g.param(stem_b_)},
         {onnx::attr("kernel_shape", std::vector<int64_t>{P, P}), onnx::attr("strides", std::vector<int64_t>{P, P})});
@@ -336,11 +349,15 @@ std::string TokenModel<T>::emit(OnnxBuilder& g, const std::string& images) const
     const std::string shape = g.op("Concat", {batch, g.ints({1, D})}, {onnx::attr("axis", int64_t(0))});
     const std::string cls = g.op("Expand", {g.param(cls_token_), shape});
     x = g.op("Concat", {cls, x}, {onnx::attr("axis", int64_t(1))});
-    x = g.add(x, g.param(pos_embed_));
   }
+  if (vit_stem_) x = g.add(x, g.param(pos_embed_));
   for (size_t l = 0; l < layers_.size(); ++l) {
     const OnnxBuilder::Scope scope(g, "residual." + std::to_string(l));
     x = layers_[l]->emit(g, x);
+  }
+  if (fc_norm_) {  // the mean of the patch tokens, then the norm
+    if (cls_) x = g.op("Slice", {x, g.ints({1}), g.ints({int64_t(cfg_.tokens())}), g.ints({1})});
+    return g.linear(g.layernorm(g.reduce_mean(x, 1, false), norm_w_, norm_b_, cfg_.ln_eps), head_w_, head_b_);
   }
   if (final_norm_ == NormKind::affine)
     x = g.add(g.mul(x, g.param(norm_w_)), g.param(norm_b_));

@@ -92,7 +92,9 @@ class TokenModel final : public Model<T> {
   std::vector<std::unique_ptr<Residual<T>>> layers_;
   InitStyle style_ = InitStyle::mixer;
   NormKind final_norm_ = NormKind::layernorm;
-  bool cls_ = false;  // class token + learned positions; pooled from the class token
+  bool vit_stem_ = false;  // timm's ViT stem: patch_embed.proj, then learned positions (and the class token)
+  bool cls_ = false;       // a class token ahead of the patches
+  bool fc_norm_ = false;   // ViT global_pool avg: the mean of the patch tokens first, then the final norm (fc_norm)
   int64_t stem_w_ = 0, stem_b_ = 0, cls_token_ = -1, pos_embed_ = -1;
   int64_t norm_w_ = 0, norm_b_ = 0, head_w_ = 0, head_b_ = 0;
 

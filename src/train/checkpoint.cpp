@@ -85,10 +85,16 @@ ModelConfig config_from_tensors(const st::File& file, std::vector<std::string>* 
     c.model = ModelKind::resmlp, first = "norm1.alpha";
   } else if (has("blocks.0.attn.qkv.weight")) {
     c.model = ModelKind::vit, first = "norm1.weight";
-    if (!has("cls_token"))
+    // timm's pooling shows in its tensors: global_pool='avg' normalises after pooling (fc_norm).
+    c.class_token = has("cls_token");
+    c.global_pool = has("fc_norm.weight") ? "avg" : "token";
+    if (!c.class_token && c.global_pool == "token")
       fail("failed to load checkpoint '", file.path(),
-           "': a VisionTransformer without a class token (global_pool='avg') is not one gmlp runs; ",
-           "timm's ViT with class_token=True and global_pool='token' is");
+           "': a VisionTransformer without a class token or 'fc_norm.weight' (global_pool='avg' with "
+           "fc_norm=False) is not one gmlp runs; timm's global_pool='token' and global_pool='avg' (fc_norm) are");
+    if (has("reg_token"))
+      fail("failed to load checkpoint '", file.path(),
+           "': a VisionTransformer with register tokens ('reg_token') is not one gmlp runs");
   } else {
     fail("failed to load checkpoint '", file.path(), "': tensor 'blocks.0.norm.weight' is missing", expected);
   }
@@ -123,7 +129,7 @@ ModelConfig config_from_tensors(const st::File& file, std::vector<std::string>* 
       c.ffn = int(dims("blocks.0.mlp_channels.fc1.weight", 2)[0]);
       break;
     case ModelKind::vit: {
-      patches = dims("pos_embed", 3)[1] - 1;  // the class token's position first
+      patches = dims("pos_embed", 3)[1] - (c.class_token ? 1 : 0);  // the class token's position first
       c.ffn = int(dims("blocks.0.mlp.fc1.weight", 2)[0]);
       const auto meta = file.metadata().find("heads");
       if (meta != file.metadata().end()) {

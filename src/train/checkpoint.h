@@ -44,7 +44,7 @@ Checkpoint load_checkpoint(const std::string& path);
 void check_tensors(const st::File& file, const std::vector<ParamInfo>& table);
 
 // The architecture of a timm state_dict (gMLP, MlpMixer with MixerBlock or with ResBlock +
-// Affine, VisionTransformer with a class token), from its tensor names and shapes. A ViT's heads
+// Affine, VisionTransformer with global_pool token or avg), from its tensor names and shapes. A ViT's heads
 // come from the metadata key "heads", else timm's default for its width, which is added to notes.
 ModelConfig config_from_tensors(const st::File& file, std::vector<std::string>* notes = nullptr);
 

@@ -11,9 +11,11 @@ model timm has: gMLP, MlpMixer (MixerBlock), ResMLP (ResBlock + Affine) and Visi
     metadata must hold "config", "mean" and "std".
 
 (c) the same both ways for Mixer, ResMLP and ViT: timm's own class with random weights, saved with
-    no metadata (a ViT of width 192 without its heads, read with timm's default of 3, and a ViT of
-    width 32 whose heads, 4, are in the metadata), evaluated by gmlp; and a short `gmlp train` of
-    the fmnist preset of each kind, loaded into timm's class with strict=True.
+    no metadata (a ViT of width 192 without its heads, read with timm's default of 3, and ViTs of
+    width 32 whose heads, 4, are in the metadata: class token, and global_pool="avg" without and
+    with the class token), evaluated by gmlp; and a short `gmlp train` of the fmnist preset of
+    each kind (ViT also with --set global_pool=avg --set class_token=false), loaded into timm's
+    class with strict=True.
 
 Exit 0 on success; 1 with a one-line reason on failure. Prints the measured max abs differences.
 --timm-only runs the timm side of both checks without the binary (to test this script).
@@ -149,6 +151,9 @@ TIMM_KINDS = [
     ("vit", dict(model="vit", depth=2, dim=32, ffn=64, heads=4), {"heads": "4"}, None),
     ("vit-192", dict(model="vit", depth=1, dim=192, ffn=384, heads=3), {},
      "reading it with 3, timm's default for width 192"),
+    ("vit-avg", dict(model="vit", depth=2, dim=32, ffn=64, heads=4, class_token=False, global_pool="avg"),
+     {"heads": "4"}, None),
+    ("vit-cls-avg", dict(model="vit", depth=2, dim=32, ffn=64, heads=4, global_pool="avg"), {"heads": "4"}, None),
 ]
 
 
@@ -182,11 +187,13 @@ def check_other_kinds(gmlp, workdir, timm_only):
                                   f"saying '{note}' (stderr: {proc.stderr.strip()[-300:]})")
     if timm_only:
         return
-    for preset in ("fmnist-mixer", "fmnist-resmlp", "fmnist-vit"):
-        run_dir = os.path.join(workdir, preset)
+    for preset, sets in (("fmnist-mixer", []), ("fmnist-resmlp", []), ("fmnist-vit", []),
+                         ("fmnist-vit", ["global_pool=avg", "class_token=false"])):
+        name = preset + "".join(":" + s for s in sets)
+        run_dir = os.path.join(workdir, name.replace(":", "-").replace("=", "-"))
         run_gmlp([gmlp, "train", "--preset", preset, "--epochs", "1", "--train-limit", "512",
                   "--eval-limit", "64", "--batch-size", "64", "--out", run_dir, "--overwrite",
-                  "--threads", "2", "--seed", "1"])
+                  "--threads", "2", "--seed", "1"] + [a for s in sets for a in ("--set", s)])
         ckpt = os.path.join(run_dir, "checkpoint.safetensors")
         with safe_open(ckpt, "pt") as f:
             meta = f.metadata() or {}
@@ -195,13 +202,13 @@ def check_other_kinds(gmlp, workdir, timm_only):
         try:
             model.load_state_dict(load_file(ckpt), strict=True)
         except RuntimeError as e:
-            raise CheckFailed(f"gmlp->timm {preset}: strict load failed: " + " ".join(str(e).split()))
-        print(f"gmlp->timm {preset}: loaded into timm's {type(model).__name__} with strict=True")
+            raise CheckFailed(f"gmlp->timm {name}: strict load failed: " + " ".join(str(e).split()))
+        print(f"gmlp->timm {name}: loaded into timm's {type(model).__name__} with strict=True")
         expected = timm_logits(model, mean=metadata_float(meta, "mean"), std=metadata_float(meta, "std"))
-        out = os.path.join(workdir, f"gmlp_{preset}_logits.npy")
+        out = os.path.join(workdir, f"gmlp_{os.path.basename(run_dir)}_logits.npy")
         run_gmlp([gmlp, "eval", "--checkpoint", ckpt, "--limit", str(N_IMAGES), "--logits", out,
                   "--threads", "2"])
-        compare(f"gmlp->timm {preset}", out, expected)
+        compare(f"gmlp->timm {name}", out, expected)
 
 
 def main():

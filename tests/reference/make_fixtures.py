@@ -52,6 +52,8 @@ CASES = {
     "gate_additive": kind("gmlp", gate="additive"),
     "gate_linear": kind("gmlp", gate="linear"),
     "vit": kind("vit"),
+    "vit_avg": kind("vit", class_token=False, global_pool="avg"),
+    "vit_cls_avg": kind("vit", global_pool="avg"),
     "mixer": kind("mixer"),
     "resmlp": kind("resmlp"),
     "ffonly": kind("ffonly"),

@@ -5,7 +5,8 @@ wherever timm has the model:
     gmlp (split gate)  timm MlpMixer + SpatialGatingBlock          (timm_gmlp.build)
     mixer              timm MlpMixer
     resmlp             timm MlpMixer + ResBlock + Affine (timm's ResMLP)
-    vit                timm VisionTransformer, class token, learned positions
+    vit                timm VisionTransformer, learned positions; class token or global_pool='avg'
+                       (the mean of the patch tokens, then fc_norm), with or without the class token
     amlp, gate ablations, ffonly, eamlp: written here, from the papers (see each class)
     cnn                a CIFAR-style ResNet of torchvision BasicBlocks, written here (Cnn)
 
@@ -27,7 +28,8 @@ import timm_gmlp
 
 DEFAULTS = dict(model="gmlp", img_size=28, in_chans=1, patch_size=4, depth=6, dim=128, ffn=512,
                 num_classes=10, drop_path=0.0, ln_eps=1e-6, gate_eps=1e-5, gate="split",
-                attn_dim=64, heads=4, token_ffn=64, memory=64, init_scale=0.1)
+                attn_dim=64, heads=4, token_ffn=64, memory=64, init_scale=0.1,
+                class_token=True, global_pool="token")
 
 
 def full_config(cfg: dict) -> dict:
@@ -285,8 +287,8 @@ def build(cfg: dict) -> nn.Module:
                         norm_layer=Affine)
     if kind == "vit":
         return VisionTransformer(**common, embed_dim=D, depth=L, num_heads=c["heads"],
-                                 mlp_ratio=ratio(D, c["ffn"]), qkv_bias=True, class_token=True,
-                                 global_pool="token",
+                                 mlp_ratio=ratio(D, c["ffn"]), qkv_bias=True,
+                                 class_token=c["class_token"], global_pool=c["global_pool"],
                                  norm_layer=partial(nn.LayerNorm, eps=c["ln_eps"]))
     if kind == "ffonly":
         blocks = [LinearBlock(D, c["ffn"], n + 1, c["token_ffn"], c["ln_eps"]) for _ in range(L)]
