@@ -203,6 +203,44 @@ if out=$("$GMLP" predict --checkpoint "$CK" --top 2 "$WORK/boot.png"); then
 else
   bad "predict failed"
 fi
+# Another image size: the spatial weights resampled (eval, predict), or a run started from them.
+if "$GMLP" eval --checkpoint "$CK" --limit 500 --json >"$WORK/at28.json" &&
+   "$GMLP" eval --checkpoint "$CK" --limit 500 --img-size 36 --fit pad --json >"$WORK/at36.json" 2>"$WORK/at36.err" &&
+   "$GMLP" eval --checkpoint "$CK" --limit 500 --img-size 32 --json >"$WORK/at32.json"; then
+  python3 - "$WORK" <<'PY' && ok "eval --img-size: near the model's own accuracy, and says what it resampled" || bad "eval --img-size"
+import json, sys
+w = sys.argv[1]
+a28, a32, a36 = (json.load(open(f"{w}/at{s}.json"))["accuracy"] for s in (28, 32, 36))
+note = open(f"{w}/at36.err").read()
+assert "trained at 28 px: running it at 36 px" in note and "padded" in note, note
+assert a36 > a28 - 0.15 and a32 > a28 - 0.25 and a32 > 0.3, (a28, a32, a36)
+PY
+else
+  bad "eval --img-size failed"
+fi
+if out=$("$GMLP" predict --checkpoint "$CK" --img-size 32 --top 1 "$WORK/boot.png" 2>"$WORK/p32.err") &&
+   grep -q "running it at 32 px" "$WORK/p32.err"; then ok "predict --img-size 32: $out"
+else bad "predict --img-size: $out $(head -c 300 "$WORK/p32.err")"; fi
+expect_error "eval off the patch grid" 1 "invalid image size 30: expected a multiple of the model's patch size, 4" -- \
+  "$GMLP" eval --checkpoint "$CK" --img-size 30
+expect_error "train --init of another width" 1 "invalid --init .*its model has dim 64, the run's 96" -- \
+  "$GMLP" train --init "$CK" --set dim=96 --train-limit 100 --out "$WORK/x"
+if "$GMLP" train --init "$CK" --set img_size=32 --epochs 1 --train-limit 500 --eval-limit 200 --lr 1e-4 --warmup-epochs 0 \
+     --out "$WORK/at32" --threads 2 >/dev/null 2>"$WORK/at32.log" &&
+   "$GMLP" eval --checkpoint "$WORK/at32/checkpoint.safetensors" --limit 500 --json >"$WORK/at32ft.json"; then
+  python3 - "$WORK" <<'PY' && ok "train --init --set img_size=32 finetunes the resampled model" || bad "train --init"
+import json, sys
+from safetensors import safe_open
+w = sys.argv[1]
+with safe_open(f"{w}/at32/checkpoint.safetensors", "np") as f:
+    cfg = json.loads(f.metadata()["config"])
+    assert f.get_slice("blocks.0.mlp_channels.gate.proj.weight").get_shape() == [64, 64]
+assert cfg["img_size"] == 32, cfg
+assert json.load(open(f"{w}/at32ft.json"))["accuracy"] > 0.3
+PY
+else
+  bad "train --init failed: $(tail -c 300 "$WORK/at32.log")"
+fi
 printf 'not a png' >"$WORK/bad.png"
 expect_error "unreadable image" 1 "bad.png" -- "$GMLP" predict --checkpoint "$CK" "$WORK/bad.png"
 # The library's example program (examples/classify.cpp, public header only) agrees with predict.

@@ -31,8 +31,9 @@ void check_same_classes(const std::vector<std::string>& trained, const std::vect
 
 void add_eval(CLI::App& app) {
   struct Args {
-    std::string checkpoint, split = "test", logits, data_dir = data::kFashionMnistDir, precision = "f32";
-    int limit = 0, eval_limit = 0, batch_size = 256, threads = 0;
+    std::string checkpoint, split = "test", logits, data_dir = data::kFashionMnistDir, precision = "f32",
+                            fit = "resize";
+    int limit = 0, eval_limit = 0, batch_size = 256, threads = 0, img_size = 0;
     uint64_t seed = 0;
     bool json = false, tta_flip = false;
   };
@@ -66,13 +67,17 @@ void add_eval(CLI::App& app) {
   sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
+  add_img_size_option(*sub, args->img_size);
+  add_fit_option(*sub, args->fit);
   add_threads_option(*sub, args->threads);
   sub->callback([args] {
     if (!args->logits.empty()) check_output_file(args->logits, "--logits");  // before the work
     set_threads(args->threads);
     use_precision(args->precision);
-    Checkpoint ck = load_image_checkpoint(args->checkpoint);
-    const data::ImageSet set = data::load_images(args->data_dir, args->split, ck.config.in_chans, ck.config.img_size);
+    const GridFit fit = parse_grid_fit(args->fit);
+    Checkpoint ck = load_image_checkpoint(args->checkpoint, args->img_size, fit);
+    const data::ImageSet set = fit_to_model(
+        data::load_images(args->data_dir, args->split, ck.config.in_chans, ck.config.img_size), ck.config, fit);
     check_compatible(ck.config, set, args->data_dir);
     check_same_classes(ck.class_names, set.class_names, args->checkpoint, args->data_dir);
     // The images: all, the first --limit, or --eval-limit drawn by --seed as train draws them.

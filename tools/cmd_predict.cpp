@@ -13,7 +13,7 @@ void add_predict(CLI::App& app) {
   struct Args {
     std::string checkpoint;
     std::vector<std::string> images;
-    int top = 3, threads = 0;
+    int top = 3, threads = 0, img_size = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("predict", "Classify PNG/JPEG images with an image classifier checkpoint");
@@ -23,10 +23,11 @@ void add_predict(CLI::App& app) {
       ->required();
   sub->add_option("images", args->images, "Image files (resized and converted to the model's input)")->required();
   sub->add_option("--top", args->top, "Classes to print per image")->check(at_least(1))->capture_default_str();
+  add_img_size_option(*sub, args->img_size);
   add_threads_option(*sub, args->threads);
   sub->callback([args] {
     set_threads(args->threads);
-    Classifier model(args->checkpoint);
+    Classifier model(args->checkpoint, args->img_size);
     print_notes(model.notes());
     // As sha256sum does: a file that cannot be read or decoded is reported on stderr and the
     // rest are still classified; stdout gets whole lines only; the exit status says if any failed.

@@ -220,6 +220,10 @@ void add_train(CLI::App& app) {
   sub->add_option("--resume", args->resume,
                   "Continue the run in this folder from its last checkpoint, with the run's own options "
                   "(--epochs may extend it)");
+  sub->add_option("--init", args->flags.opt.init,
+                  "Start from this image checkpoint's architecture and weights (gmlp's or timm's): --set img_size=S "
+                  "runs it at another size, its spatial weights resampled; a head of other classes starts afresh");
+  add_fit_option(*sub, args->flags.opt.fit);
   add_overwrite_option(*sub, args->overwrite, "the run in the --out folder");
   add_threads_option(*sub, args->threads);
   sub->callback([args, sub] {
@@ -234,7 +238,13 @@ void add_train(CLI::App& app) {
                   100 * r.best_test_acc, ema_summary(r).c_str(), r.epochs_run, r.epochs_run == 1 ? "" : "s", r.seconds);
       return;
     }
-    auto [cfg, opt] = resolve_training(image_preset(args->preset), args->flags);
+    Preset preset = image_preset(args->preset);
+    if (!args->flags.opt.init.empty()) {  // the architecture is the checkpoint's; the schedule the preset's
+      preset.config = load_checkpoint(args->flags.opt.init).config;
+      preset.config.drop_path = 0;  // regularisation is the run's to choose (--drop-path, --set)
+    }
+    auto [cfg, opt] = resolve_training(preset, args->flags);
+    if (!opt.init.empty()) check_resizable(preset.config, cfg.img_size);  // before the run folder is made
     opt.preset = args->preset;
     const TrainResult r = train(cfg, opt, false, args->overwrite);
     std::printf("test accuracy %.2f%% (best %.2f%%)%s after %d epoch%s in %.0f s; run in %s\n", 100 * r.final_test_acc,

@@ -63,8 +63,14 @@ struct Reported {};
 
 // What reading a timm file assumed (Checkpoint::notes), one "gmlp: note:" line each on stderr.
 void print_notes(const std::vector<std::string>& notes);
-// load_checkpoint (train/checkpoint.h), then print_notes.
-Checkpoint load_image_checkpoint(const std::string& path);
+// --img-size of eval and predict (0: the model's own).
+CLI::Option* add_img_size_option(CLI::App& sub, int& img_size);
+// --fit of train and eval: how images of another size than the model's are brought to it.
+CLI::Option* add_fit_option(CLI::App& sub, std::string& fit);
+
+// load_checkpoint (train/checkpoint.h); at img_size (> 0), its grid-bound weights resampled for
+// images brought to it by `fit` (change_image_size); then print_notes.
+Checkpoint load_image_checkpoint(const std::string& path, int img_size = 0, GridFit fit = GridFit::resize);
 
 // Probes an output file or folder for writing before a command's work (io/writable.h); failure
 // is one line naming the flag: "invalid --logits 'out/l.npy': its folder 'out' does not exist".

@@ -28,6 +28,11 @@ struct Prediction {
 class Classifier {
  public:
   explicit Classifier(const std::string& checkpoint);
+  // The same model run at another image size (same patch size): what is tied to its patch grid
+  // (gMLP's and ResMLP's spatial weights, ViT's positions) is resampled for images resized to
+  // image_size, and notes() says so. Mixer, the feed-forward-only model and EAMLP cannot change
+  // size and throw.
+  Classifier(const std::string& checkpoint, int image_size);
   ~Classifier();
   Classifier(Classifier&&) noexcept;
   Classifier& operator=(Classifier&&) noexcept;
@@ -38,8 +43,9 @@ class Classifier {
   int num_classes() const;
   // The checkpoint's class names; empty when it stores none (a timm file).
   const std::vector<std::string>& class_names() const;
-  // What reading a timm file had to assume, one sentence each (a ViT's heads, which its tensors
-  // do not hold); empty for gmlp's own checkpoints.
+  // What reading the checkpoint had to assume or change, one sentence each (a timm ViT's heads,
+  // which its tensors do not hold; a change of image size); empty for gmlp's own checkpoints
+  // run at their own size.
   const std::vector<std::string>& notes() const;
 
   // Logits of n images given as (n, channels, size, size) floats in [0, 1], row-major; the

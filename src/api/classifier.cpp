@@ -22,8 +22,11 @@ struct Classifier::Impl {
   std::vector<float> input;  // one batch, normalised: (kBatch, C, S, S)
 };
 
-Classifier::Classifier(const std::string& checkpoint) : impl_(std::make_unique<Impl>()) {
+Classifier::Classifier(const std::string& checkpoint) : Classifier(checkpoint, 0) {}
+
+Classifier::Classifier(const std::string& checkpoint, int size) : impl_(std::make_unique<Impl>()) {
   impl_->ck = load_checkpoint(checkpoint);
+  if (size > 0) change_image_size(impl_->ck, checkpoint, size, GridFit::resize);
   impl_->ck.model->plan(kBatch, Mode::infer);
   impl_->input.resize(size_t(kBatch) * channels() * image_size() * image_size());
 }

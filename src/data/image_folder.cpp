@@ -112,6 +112,32 @@ ImageSet load_image_folder(const std::string& root, const std::string& split, in
   return set;
 }
 
+ImageSet fit_images(const ImageSet& set, int size, bool pad) {
+  check_fits_in_memory(double(set.count) * set.channels * size * size, cat(set.count, " images of ", size, "×", size));
+  ImageSet out = set;
+  out.height = out.width = size;
+  const int C = set.channels, H = set.height, W = set.width;
+  const size_t in_image = size_t(C) * H * W, out_image = size_t(C) * size * size;
+  out.pixels.assign(size_t(set.count) * out_image, 0);
+  std::vector<float> plane(in_image);
+  for (int i = 0; i < set.count; ++i) {
+    const uint8_t* src = set.pixels.data() + i * in_image;
+    uint8_t* dst = out.pixels.data() + i * out_image;
+    if (pad) {  // the offset of the old image in the new one, per axis (negative: a crop)
+      const int oy = (size - H) / 2, ox = (size - W) / 2;
+      for (int c = 0; c < C; ++c)
+        for (int y = std::max(0, oy); y < std::min(size, oy + H); ++y)
+          for (int x = std::max(0, ox); x < std::min(size, ox + W); ++x)
+            dst[(size_t(c) * size + y) * size + x] = src[(size_t(c) * H + (y - oy)) * W + (x - ox)];
+      continue;
+    }
+    for (size_t k = 0; k < in_image; ++k) plane[k] = src[k] / 255.0f;
+    const std::vector<float> resized = img::resize_chw(plane.data(), C, H, W, size, size);
+    for (size_t k = 0; k < out_image; ++k) dst[k] = uint8_t(std::lround(resized[k] * 255.0f));
+  }
+  return out;
+}
+
 ImageSet load_images(const std::string& dir, const std::string& split, int channels, int size) {
   if (is_image_folder(dir)) return load_image_folder(dir, split, channels, size);
   if (is_cifar10(dir)) return load_cifar10(dir, split);

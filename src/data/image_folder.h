@@ -30,4 +30,9 @@ ImageSet load_image_folder(const std::string& root, const std::string& split, in
 // with the model).
 ImageSet load_images(const std::string& dir, const std::string& split, int channels, int size);
 
+// The images of `set` brought to size × size, for a model of another size than the data's:
+// resized (load_image's filter, as predict does), or, with `pad`, placed at the centre of a
+// black image (or cropped around their centre where size is smaller).
+ImageSet fit_images(const ImageSet& set, int size, bool pad);
+
 }  // namespace gmlp::data

@@ -357,6 +357,17 @@ std::vector<float> load_image(const std::string& path, int channels, int height,
   return chw;
 }
 
+std::vector<float> resize_chw(const float* chw, int channels, int height, int width, int h2, int w2) {
+  std::vector<float> out(size_t(channels) * h2 * w2);
+  for (int c = 0; c < channels; ++c) {
+    float* o = out.data() + size_t(c) * h2 * w2;
+    if (!stbir_resize_float(chw + size_t(c) * height * width, width, height, 0, o, w2, h2, 0, 1))
+      throw std::runtime_error(cat("resizing from ", height, "x", width, " to ", h2, "x", w2, " failed"));
+    for (size_t i = 0; i < size_t(h2) * w2; ++i) o[i] = std::clamp(o[i], 0.0f, 1.0f);
+  }
+  return out;
+}
+
 void write_png(const std::string& path, int width, int height, int channels, const uint8_t* hwc) {
   if (channels < 1 || channels > 4 || width < 1 || height < 1 || width > kMaxSide || height > kMaxSide)
     fail("failed to write image '", path, "': cannot encode ", width, "x", height, "x", channels, " as PNG (sides 1..",

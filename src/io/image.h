@@ -33,6 +33,10 @@ Pixels decode_image(const std::string& name, const uint8_t* data, size_t size, i
 // size differs.
 std::vector<float> load_image(const std::string& path, int channels, int height, int width);
 
+// Resizes CHW floats in [0, 1] from height x width to h2 x w2 with load_image's filter, each
+// channel on its own, clamped back into [0, 1].
+std::vector<float> resize_chw(const float* chw, int channels, int height, int width, int h2, int w2);
+
 // Writes 8-bit pixels, (height, width, channels) with channels 1 to 4, as PNG, atomically.
 void write_png(const std::string& path, int width, int height, int channels, const uint8_t* hwc);
 

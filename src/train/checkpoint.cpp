@@ -183,6 +183,22 @@ std::string describe_checkpoint(const st::File& file) {
   return "a safetensors file of neither gmlp's image nor its text checkpoints";
 }
 
+void change_image_size(Checkpoint& ck, const std::string& path, int img_size, GridFit fit) {
+  if (img_size == ck.config.img_size) return;
+  check_resizable(ck.config, img_size);
+  ModelConfig to = ck.config;
+  to.img_size = img_size;
+  const std::vector<float> weights = resample_weights(ck.config, ck.model->weights(), to, fit);
+  auto model = make_model<float>(to);
+  GMLP_CHECK(int64_t(weights.size()) == model->num_params());
+  std::copy(weights.begin(), weights.end(), model->weights());
+  ck.notes.push_back(cat("'", path, "' was trained at ", ck.config.img_size, " px: running it at ", img_size,
+                         " px, its grid-bound weights resampled for images ",
+                         fit == GridFit::pad ? "padded" : "resized", " to that size"));
+  ck.config = to;
+  ck.model = std::move(model);
+}
+
 Checkpoint load_checkpoint(const std::string& path) {
   const st::File file = st::File::open(path);
   if (checkpoint_kind(file) == CheckpointKind::text)

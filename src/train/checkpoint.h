@@ -13,6 +13,7 @@
 
 #include "data/transform.h"
 #include "nn/model.h"
+#include "nn/resample.h"
 
 namespace gmlp {
 
@@ -35,6 +36,11 @@ void save_checkpoint(const std::string& path, const Model<float>& model, const d
                      const std::vector<std::string>& class_names, const std::map<std::string, std::string>& extra = {});
 
 Checkpoint load_checkpoint(const std::string& path);
+
+// The checkpoint's model at another image size, its grid-bound weights resampled for images
+// brought to that size by `fit` (nn/resample.h); adds a note saying so. Nothing changes when
+// img_size is the model's; a kind or size that cannot change is a one-line gmlp::Error.
+void change_image_size(Checkpoint& ck, const std::string& path, int img_size, GridFit fit);
 
 // Checks that `file` holds exactly the tensors of `table` (param_table of its config): every
 // name, shape and a floating-point dtype, and no other tensor (torch's BatchNorm counters

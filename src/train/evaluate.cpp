@@ -5,10 +5,16 @@
 #include <memory>
 
 #include "core/error.h"
+#include "data/image_folder.h"
 #include "ops/cross_entropy.h"
 #include "train/progress.h"
 
 namespace gmlp {
+
+data::ImageSet fit_to_model(data::ImageSet set, const ModelConfig& cfg, GridFit fit) {
+  if (set.channels != cfg.in_chans || (set.height == cfg.img_size && set.width == cfg.img_size)) return set;
+  return data::fit_images(set, cfg.img_size, fit == GridFit::pad);
+}
 
 void check_compatible(const ModelConfig& cfg, const data::ImageSet& set, const std::string& source) {
   if (set.channels != cfg.in_chans || set.height != cfg.img_size || set.width != cfg.img_size)

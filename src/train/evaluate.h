@@ -7,6 +7,7 @@
 #include "data/idx.h"
 #include "data/transform.h"
 #include "nn/model.h"
+#include "nn/resample.h"
 
 namespace gmlp {
 
@@ -35,6 +36,10 @@ EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::
 
 // Checks that a data set fits a model (channels, size, classes); throws a one-line error naming
 // `source` otherwise.
+// The set's images brought to the model's size by `fit` when only their size differs
+// (data::fit_images); otherwise the set as it is, for check_compatible to judge.
+data::ImageSet fit_to_model(data::ImageSet set, const ModelConfig& cfg, GridFit fit);
+
 void check_compatible(const ModelConfig& cfg, const data::ImageSet& set, const std::string& source);
 
 }  // namespace gmlp

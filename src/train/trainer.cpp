@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 
 #include "core/error.h"
@@ -36,13 +37,44 @@ namespace fs = std::filesystem;
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainOptions, data_dir, epochs, batch_size, grad_accum, lr, min_lr,
                                                 warmup_epochs, weight_decay, clip_norm, label_smoothing, crop_padding,
                                                 hflip, mixup_alpha, cutmix_alpha, mix_prob, switch_prob, erase_prob,
-                                                ema_decay, seed, train_limit, eval_limit, preset, precision)
+                                                ema_decay, seed, train_limit, eval_limit, preset, precision, init, fit)
 
 nlohmann::json TrainOptions::to_json() const { return *this; }
 
 TrainOptions TrainOptions::from_json(const nlohmann::json& j) { return j.get<TrainOptions>(); }
 
 namespace {
+
+// The weights of a new run's model from the checkpoint `path` (TrainOptions::init): the same
+// architecture at the model's image size (resampled), with the checkpoint's normalisation; a head
+// of another number of classes keeps its fresh initialisation.
+void start_from(Model<float>& model, data::Normalization& norm, const std::string& path, GridFit fit) {
+  Checkpoint ck = load_checkpoint(path);
+  const ModelConfig& want = model.config();
+  change_image_size(ck, path, want.img_size, fit);
+  nlohmann::json held = ck.config.to_json(), wanted = want.to_json();
+  for (const char* free : {"num_classes", "drop_path"}) held.erase(free), wanted.erase(free);
+  for (auto it = wanted.begin(); it != wanted.end(); ++it)
+    if (held.value(it.key(), nlohmann::json()) != *it)
+      fail("invalid --init '", path, "': its model has ", it.key(), " ", held.value(it.key(), nlohmann::json()).dump(),
+           ", the run's ", it->dump(), " (only img_size, drop_path and the classes may differ)");
+  std::map<std::string, const ParamInfo*> by_name;
+  for (const ParamInfo& p : ck.model->params()) by_name[p.name] = &p;
+  std::vector<std::string> fresh;
+  for (const ParamInfo& p : model.params()) {
+    const ParamInfo* s = by_name.at(p.name);
+    if (s->shape != p.shape) {
+      fresh.push_back(p.name);
+      continue;
+    }
+    std::copy_n(ck.model->weights() + s->offset, p.numel, model.weights() + p.offset);
+  }
+  if (!fresh.empty())
+    ck.notes.push_back(cat("'", path, "' has ", ck.config.num_classes, " classes, the data ", want.num_classes,
+                           ": the head starts afresh"));
+  norm = ck.norm;
+  for (const std::string& note : ck.notes) std::fprintf(stderr, "gmlp: note: %s\n", note.c_str());
+}
 
 // A checkpoint of the run in `files` that must be from the state's epoch.
 Checkpoint load_at_epoch(const RunFiles& files, const std::string& path, int epoch) {
@@ -95,8 +127,11 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
   // The data in the model's input format: a resumed run's, or the one about to be made.
   const ModelConfig& input_cfg = model ? model->config() : config_in;
   const std::string data_dir = opt.data_dir.empty() ? data::kFashionMnistDir : opt.data_dir;
-  const data::ImageSet train_set = data::load_images(data_dir, "train", input_cfg.in_chans, input_cfg.img_size);
-  const data::ImageSet test_set = data::load_images(data_dir, "test", input_cfg.in_chans, input_cfg.img_size);
+  const GridFit fit = parse_grid_fit(opt.fit);
+  const data::ImageSet train_set =
+      fit_to_model(data::load_images(data_dir, "train", input_cfg.in_chans, input_cfg.img_size), input_cfg, fit);
+  const data::ImageSet test_set =
+      fit_to_model(data::load_images(data_dir, "test", input_cfg.in_chans, input_cfg.img_size), input_cfg, fit);
   if (!model) {
     ModelConfig config = config_in;
     config.num_classes = train_set.classes;  // one output per class of the training data
@@ -104,6 +139,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
     Rng init_rng(opt.seed);
     model->init(init_rng);
     norm = data::Normalization::gmlp_default(config.in_chans);
+    if (!opt.init.empty()) start_from(*model, norm, opt.init, fit);
     if (opt.ema_decay > 0) {  // the average starts at the initial weights, as timm's
       ema = make_model<float>(config);
       std::copy_n(model->weights(), model->num_params(), ema->weights());

@@ -31,14 +31,17 @@ struct TrainOptions : RunOptions {
   int crop_padding = 2;  // random-crop shift in pixels; 0 disables
   bool hflip = true;
   // DeiT's regularisation (Touvron et al. 2021; timm defaults in brackets). Off unless set.
-  double mixup_alpha = 0;    // Mixup λ ~ Beta(α, α) [0.8]
-  double cutmix_alpha = 0;   // CutMix λ ~ Beta(α, α) [1.0]
-  double mix_prob = 1.0;     // chance a batch is mixed when either is on [1.0]
-  double switch_prob = 0.5;  // CutMix rather than Mixup when both are on [0.5]
-  double erase_prob = 0;     // random erasing, per image [0.25]
-  double ema_decay = 0;      // moving average of the weights, evaluated and saved each epoch
-                             // (0: off) [--model-ema 0.99996, for 300 epochs at batch 1024]
-  std::string preset;        // the preset the run started from, for the record (gmlp info)
+  double mixup_alpha = 0;      // Mixup λ ~ Beta(α, α) [0.8]
+  double cutmix_alpha = 0;     // CutMix λ ~ Beta(α, α) [1.0]
+  double mix_prob = 1.0;       // chance a batch is mixed when either is on [1.0]
+  double switch_prob = 0.5;    // CutMix rather than Mixup when both are on [0.5]
+  double erase_prob = 0;       // random erasing, per image [0.25]
+  double ema_decay = 0;        // moving average of the weights, evaluated and saved each epoch
+                               // (0: off) [--model-ema 0.99996, for 300 epochs at batch 1024]
+  std::string preset;          // the preset the run started from, for the record (gmlp info)
+  std::string init;            // a checkpoint whose weights the run starts from (its architecture, at
+                               // the config's img_size; a head of other classes starts afresh)
+  std::string fit = "resize";  // how the data's images meet a model of another size (resize, pad)
 
   nlohmann::json to_json() const;
   static TrainOptions from_json(const nlohmann::json& j);
