@@ -36,16 +36,20 @@ nlohmann::json predictions_json(const std::vector<Prediction>& predictions, bool
 
 Engine::Engine(const std::string& checkpoint, const std::string& name) {
   spec_.name = name.empty() ? default_name(checkpoint) : name;
-  const CheckpointKind kind = checkpoint_kind(st::File::open(checkpoint));
-  const std::map<std::string, std::string> metadata = st::File::open(checkpoint).metadata();
-  if (kind == CheckpointKind::text && metadata.count("task")) {
+  bool text = false, classifier = false;
+  {
+    const st::File file = st::File::open(checkpoint);
+    text = checkpoint_kind(file) == CheckpointKind::text;
+    classifier = text && file.metadata().count("task");
+  }
+  if (classifier) {
     classifier_ = std::make_unique<TextClassifier>(checkpoint);
     spec_.task = Task::text_classifier;
     spec_.seq_len = classifier_->max_tokens();
     spec_.vocab_size = classifier_->vocab_size();
     spec_.num_classes = classifier_->num_classes();
     spec_.labels = classifier_->class_names();
-  } else if (kind == CheckpointKind::text) {
+  } else if (text) {
     mlm_ = std::make_unique<FillMask>(checkpoint);
     spec_.task = Task::fill_mask;
     spec_.seq_len = mlm_->max_tokens();
