@@ -50,7 +50,8 @@ void infer(const serve::ModelSpec& m, std::string_view body, size_t json_size) {
   run([&] {
     const serve::InferRequest r = serve::parse_infer(body, json_size, m, 4);
     const bool text = m.task != serve::Task::image;
-    if (r.rows < 1 || r.rows > 4 || (text ? r.ids.size() != size_t(r.rows * r.tokens) : r.pixels.size() != size_t(r.rows * 16)))
+    if (r.rows < 1 || r.rows > 4 ||
+        (text ? r.ids.size() != size_t(r.rows * r.tokens) : r.pixels.size() != size_t(r.rows * 16)))
       std::abort();
     const size_t per_row = m.task == serve::Task::fill_mask ? size_t(r.tokens * m.vocab_size) : size_t(m.num_classes);
     size_t header = 0;

@@ -53,7 +53,8 @@ TEST(ServeProtocol, FlatAndNestedDataParseAlike) {
       R"({"id":"a","inputs":[{"name":"input","datatype":"FP32","shape":[2,1,2,2],"data":[1,2,3,4,5,6,7,8]}]})";
   const std::string nested =
       R"({"inputs":[{"name":"input","datatype":"FP32","shape":[2,1,2,2],"data":[[[[1,2],[3,4]]],[[[5,6],[7,8]]]]}]})";
-  const InferRequest a = parse_infer(flat, kNoBinary, image_spec(), 4), b = parse_infer(nested, kNoBinary, image_spec(), 4);
+  const InferRequest a = parse_infer(flat, kNoBinary, image_spec(), 4),
+                     b = parse_infer(nested, kNoBinary, image_spec(), 4);
   EXPECT_EQ(a.rows, 2);
   EXPECT_EQ(a.id, "a");
   EXPECT_EQ(a.pixels, b.pixels);
@@ -97,7 +98,8 @@ TEST(ServeProtocol, ClientMistakesAre400WithWhatWasExpectedAndFound) {
   EXPECT_NE(count.second.find("holds 3 elements, but its shape says 4"), std::string::npos) << count.second;
   const auto batch = err(R"({"inputs":[{"name":"input","datatype":"FP32","shape":[5,1,2,2],"data":[]}]})");
   EXPECT_NE(batch.second.find("a batch of 5, more than the server's --max-batch 4"), std::string::npos) << batch.second;
-  const auto id = err(R"({"inputs":[{"name":"input_ids","datatype":"INT64","shape":[1,2],"data":[2,10]}]})", text_spec());
+  const auto id =
+      err(R"({"inputs":[{"name":"input_ids","datatype":"INT64","shape":[1,2],"data":[2,10]}]})", text_spec());
   EXPECT_NE(id.second.find("token id 10 at element 1 is outside the vocabulary 0..9"), std::string::npos) << id.second;
   const auto tokens =
       err(R"({"inputs":[{"name":"input_ids","datatype":"INT64","shape":[1,5],"data":[1,1,1,1,1]}]})", text_spec());

@@ -14,16 +14,19 @@ void add_serve(CLI::App& app) {
   serve::ServerOptions& o = args->opt;
   CLI::App* sub = app.add_subcommand(
       "serve", "Serve a checkpoint over HTTP: KServe v2 inference with dynamic batching, /v1 routes, /metrics");
-  sub->add_option("--checkpoint", o.checkpoint,
-                  "The checkpoint to serve: an image classifier (gmlp train's, or a timm state_dict), a masked-language "
-                  "model (gmlp pretrain's) or a text classifier (gmlp finetune's)")
+  sub->add_option(
+         "--checkpoint", o.checkpoint,
+         "The checkpoint to serve: an image classifier (gmlp train's, or a timm state_dict), a masked-language "
+         "model (gmlp pretrain's) or a text classifier (gmlp finetune's)")
       ->required();
   sub->add_option("--model-name", o.model_name,
                   "The model's name in /v2/models/{name} (default: the file's stem, or its folder's name for a "
                   "checkpoint.safetensors)")
       ->check([](const std::string& v) {
-        return !v.empty() && v.size() <= 128 && v.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                                                     "0123456789._-") == std::string::npos
+        return !v.empty() && v.size() <= 128 &&
+                       v.find_first_not_of(
+                           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                           "0123456789._-") == std::string::npos
                    ? std::string()
                    : "expected letters, digits, '.', '_' or '-' (1 to 128), found '" + v + "'";
       });

@@ -47,9 +47,9 @@ struct Job {
 class Batcher {
  public:
   struct Options {
-    int64_t max_batch = 8;    // rows per batch
+    int64_t max_batch = 8;     // rows per batch
     int64_t max_delay_us = 0;  // how long the oldest job may wait for others
-    size_t max_queue = 64;    // jobs waiting; one more is refused
+    size_t max_queue = 64;     // jobs waiting; one more is refused
   };
   // run gets a batch of jobs of one Op, rows summing to at most max_batch, and fills in each
   // job's answer or error; on_start runs first on the inference thread (its thread count).

@@ -121,9 +121,9 @@ json model_metadata(const ModelSpec& m) {
     input["shape"] = {-1, -1};
     output["shape"] = m.task == Task::fill_mask ? json{-1, -1, m.vocab_size} : json{-1, m.num_classes};
   }
-  json meta = {{"name", m.name}, {"versions", {"1"}}, {"platform", m.platform}, {"inputs", {input}},
-               {"outputs", {output}}};
-  const char* task = m.task == Task::image ? "image-classification"
+  json meta = {
+      {"name", m.name}, {"versions", {"1"}}, {"platform", m.platform}, {"inputs", {input}}, {"outputs", {output}}};
+  const char* task = m.task == Task::image       ? "image-classification"
                      : m.task == Task::fill_mask ? "fill-mask"
                                                  : "text-classification";
   meta["parameters"] = {{"task", task}};
@@ -157,7 +157,8 @@ InferRequest parse_infer(std::string_view body, size_t json_size, const ModelSpe
     for (const json& o : *outputs) {
       const json* name = o.is_object() ? member(o, "name") : nullptr;
       if (!name || !name->is_string()) reject(400, "'outputs': expected objects with a 'name', found ", kind_of(o));
-      if (*name != "logits") reject(400, "unknown output ", quoted(name->get<std::string>()), ": the model has \"logits\"");
+      if (*name != "logits")
+        reject(400, "unknown output ", quoted(name->get<std::string>()), ": the model has \"logits\"");
       if (const json* p = member(o, "parameters")) {
         const json* b = p->is_object() ? member(*p, "binary_data") : nullptr;
         if (b && !b->is_boolean()) reject(400, "'binary_data': expected a boolean, found ", kind_of(*b));
@@ -182,7 +183,8 @@ InferRequest parse_infer(std::string_view body, size_t json_size, const ModelSpe
   const std::string dt = datatype->get<std::string>();
   const bool text = m.task != Task::image;
   if (text ? dt != "INT64" && dt != "INT32" : dt != "FP32")
-    reject(400, "input '", m.input_name(), "': expected datatype ", text ? "INT64 (or INT32)" : "FP32", ", found ", quoted(dt));
+    reject(400, "input '", m.input_name(), "': expected datatype ", text ? "INT64 (or INT32)" : "FP32", ", found ",
+           quoted(dt));
   const json* shape_json = member(in, "shape");
   if (!shape_json || !shape_json->is_array())
     reject(400, "input '", m.input_name(), "': expected a 'shape' array, found ",
@@ -223,8 +225,8 @@ InferRequest parse_infer(std::string_view body, size_t json_size, const ModelSpe
     };
     if (data) {
       flatten(*data, 2, count, [&](const json& v, size_t at) {
-        if (!v.is_number()) reject(400, "input '", m.input_name(), "' element ", at, ": expected an integer, found ",
-                                   kind_of(v));
+        if (!v.is_number())
+          reject(400, "input '", m.input_name(), "' element ", at, ": expected an integer, found ", kind_of(v));
         put(whole(v, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), "a token id"), at);
       });
     }
@@ -234,7 +236,8 @@ InferRequest parse_infer(std::string_view body, size_t json_size, const ModelSpe
       flatten(*data, 4, count, [&](const json& v, size_t at) {
         if (!v.is_number()) reject(400, "input 'input' element ", at, ": expected a number, found ", kind_of(v));
         const double x = v.get<double>();
-        if (!std::isfinite(float(x))) reject(400, "input 'input' element ", at, ": ", v.dump(), " is not a finite FP32");
+        if (!std::isfinite(float(x)))
+          reject(400, "input 'input' element ", at, ": ", v.dump(), " is not a finite FP32");
         r.pixels[at] = float(x);
       });
     }
@@ -279,8 +282,8 @@ InferRequest parse_infer(std::string_view body, size_t json_size, const ModelSpe
 
 std::string infer_response(const ModelSpec& m, const InferRequest& request, const std::vector<float>& out,
                            size_t* json_size) {
-  json shape = m.task == Task::fill_mask ? json{request.rows, request.tokens, m.vocab_size}
-                                         : json{request.rows, m.num_classes};
+  json shape =
+      m.task == Task::fill_mask ? json{request.rows, request.tokens, m.vocab_size} : json{request.rows, m.num_classes};
   json output = {{"name", "logits"}, {"datatype", "FP32"}, {"shape", shape}};
   if (request.binary_output)
     output["parameters"] = {{"binary_data_size", out.size() * sizeof(float)}};

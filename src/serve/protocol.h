@@ -55,9 +55,9 @@ nlohmann::json model_metadata(const ModelSpec& model);
 struct InferRequest {
   std::string id;  // echoed in the response when given
   int64_t rows = 0;
-  int64_t tokens = 0;         // text: ids per row (<= seq_len)
-  std::vector<float> pixels;  // image: (rows, C, S, S), each in [0, 1] (the server normalises)
-  std::vector<int32_t> ids;   // text: (rows, tokens)
+  int64_t tokens = 0;          // text: ids per row (<= seq_len)
+  std::vector<float> pixels;   // image: (rows, C, S, S), each in [0, 1] (the server normalises)
+  std::vector<int32_t> ids;    // text: (rows, tokens)
   bool binary_output = false;  // the logits as raw little-endian bytes after the JSON
 };
 

@@ -43,7 +43,9 @@ void send_error(Response& res, int status, const std::string& message) {
   send_json(res, status, error_body(status, message));
 }
 
-std::string json_text(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 // "Authorization: Bearer KEY", compared in time that does not depend on where it differs.
 bool authorized(const Request& req, const std::string& key) {
@@ -67,8 +69,8 @@ Engine& named_model(State& s, const Request& req) {
   if (name != e.spec().name)
     reject(404, "unknown model ", json_text(name.substr(0, 64)), ": this server has \"", e.spec().name, "\"");
   if (req.matches.size() > 2 && req.matches[2].matched && req.matches[2] != "1")
-    reject(404, "unknown version ", json_text(std::string(req.matches[2]).substr(0, 16)), " of model \"",
-           e.spec().name, "\": it has version \"1\"");
+    reject(404, "unknown version ", json_text(std::string(req.matches[2]).substr(0, 16)), " of model \"", e.spec().name,
+           "\": it has version \"1\"");
   return e;
 }
 
@@ -120,8 +122,8 @@ void register_routes(httplib::Server& svr, State& s) {
             engine(s);
             send_json(res, 200, R"({"status":"ok"})");
           }));
-  svr.Get("/v2/health/live",
-          route("/v2/health/live", true, [](const Request&, Response& res) { send_json(res, 200, R"({"live":true})"); }));
+  svr.Get("/v2/health/live", route("/v2/health/live", true,
+                                   [](const Request&, Response& res) { send_json(res, 200, R"({"live":true})"); }));
   svr.Get("/v2/health/ready", route("/v2/health/ready", true, [&s](const Request&, Response& res) {
             engine(s);
             send_json(res, 200, R"({"ready":true})");
@@ -180,9 +182,8 @@ void register_routes(httplib::Server& svr, State& s) {
              if (e.spec().task != Task::image)
                reject(404, "the model \"", e.spec().name, "\" classifies texts: use /v1/classify-text");
              const int top = top_param(req, 5, e.spec().num_classes);
-             const std::string& bytes = req.is_multipart_form_data() && !req.files.empty()
-                                            ? req.files.begin()->second.content
-                                            : req.body;
+             const std::string& bytes =
+                 req.is_multipart_form_data() && !req.files.empty() ? req.files.begin()->second.content : req.body;
              auto job = std::make_shared<Job>();
              job->pixels = e.image_input(bytes);
              run_job(s, job);
@@ -252,7 +253,9 @@ int serve(const ServerOptions& opt) {
   svr.set_keep_alive_timeout(3);  // an idle connection holds up a stop for at most this
   svr.set_tcp_nodelay(true);      // else Nagle and delayed ACKs add 40 ms to a small answer
   register_routes(svr, s);
-  const int port = opt.port == 0 ? svr.bind_to_any_port(opt.host) : svr.bind_to_port(opt.host, opt.port) ? opt.port : -1;
+  const int port = opt.port == 0                          ? svr.bind_to_any_port(opt.host)
+                   : svr.bind_to_port(opt.host, opt.port) ? opt.port
+                                                          : -1;
   if (port < 0) fail("failed to listen on ", opt.host, ":", opt.port, ": the address is in use or not this machine's");
   std::fprintf(stderr, "gmlp: listening on http://%s:%d (loading '%s')\n", opt.host.c_str(), port,
                opt.checkpoint.c_str());
