@@ -89,6 +89,7 @@ TEST(ServeProtocol, ClientMistakesAre400WithWhatWasExpectedAndFound) {
   };
   EXPECT_EQ(err("{\"inputs\": ["), std::make_pair(400, err("{\"inputs\": [").second));
   EXPECT_NE(err("{\"inputs\": [").second.find("not valid JSON"), std::string::npos);
+  EXPECT_EQ(err("{\"inputs\": 1e400}").first, 400);  // a number past double's range (found by fuzz_serve)
   const auto shape = err(R"({"inputs":[{"name":"input","datatype":"FP32","shape":[1,3,2,2],"data":[]}]})");
   EXPECT_EQ(shape.first, 400);
   EXPECT_NE(shape.second.find("expected shape [B, 1, 2, 2], found [1, 3, 2, 2]"), std::string::npos) << shape.second;

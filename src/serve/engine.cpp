@@ -166,10 +166,7 @@ void Engine::run(const std::vector<Job*>& jobs) {
   auto run_alone = [&](Job& job) {
     try {
       run_one(job);
-    } catch (const Error& e) {
-      job.error_status = 400;
-      job.error = e.what();
-    } catch (const std::runtime_error& e) {  // the public API's errors
+    } catch (const std::runtime_error& e) {  // the public API's errors (gmlp::Error among them)
       job.error_status = 400;
       job.error = e.what();
     }

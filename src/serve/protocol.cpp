@@ -36,7 +36,7 @@ std::string quoted(const std::string& s) {
 json parse_json(std::string_view text, const char* what) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
     reject(400, what, " is not valid JSON: ", e.what());
   }
 }
