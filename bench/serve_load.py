@@ -86,10 +86,15 @@ def run(cmd, **kw):
 
 
 def cpu_name():
+    """The CPU's model name and its widest vector instructions, e.g. "AMD EPYC (AVX2)"."""
+    name, flags = platform.processor(), set()
     for line in open("/proc/cpuinfo"):
         if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
+            name = line.split(":", 1)[1].strip()
+        elif line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE"
+    return f"{name} ({isa})"
 
 
 class Server:

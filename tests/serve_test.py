@@ -327,7 +327,9 @@ def image_tests(gmlp, work):
           + m["gmlp_inference_request_failure_total"]
           and m["gmlp_inference_compute_duration_seconds_count"] == m["gmlp_inference_exec_count_total"]
           and m['gmlp_http_requests_total{route="/v2/models/{name}/infer",code="400"}'] >= 1
-          and m["gmlp_requests_in_flight"] == 1 and m["gmlp_requests_deferred"] == 0 and m["gmlp_model_ready"] == 1,
+          and m["gmlp_requests_in_flight"] == 1 and m["gmlp_requests_deferred"] == 0 and m["gmlp_model_ready"] == 1
+          and all(re.search(r'code="[1-5]\d\d"', k) for k in m if k.startswith("gmlp_http_requests_total"))
+          and any(k.startswith('gmlp_http_requests_total{route="/metrics",code="200"') for k in m),
           {k: v for k, v in m.items() if "bucket" not in k})
 
     # schemathesis: requests generated from the OpenAPI description; none may get a 5xx.

@@ -104,6 +104,7 @@ void register_routes(httplib::Server& svr, State& s) {
           reject(401, "this server needs an API key: send the header 'Authorization: Bearer KEY'");
         }
         fn(req, res);
+        if (res.status == -1) res.status = 200;  // httplib's "not set yet", which it would make 200
       } catch (const RequestError& e) {
         if (e.status == 429) res.set_header("Retry-After", "1");
         send_error(res, e.status, e.what());
