@@ -233,7 +233,7 @@ def soak(args, cks):
         bad_answers = sum(v for k, v in answered.items() if not re.search(r'code="(200|4\d\d)"', k))
         m = {"minute": minute + 1, "good_requests": good["requests"],
              "good_failed": good["non_2xx"] + good["socket_errors"], "bad_requests": bad["requests"],
-             "bad_not_4xx": bad_answers + bad["socket_errors"], "rss_mb": s.rss_mb()}
+             "bad_not_4xx": int(bad_answers) + bad["socket_errors"], "rss_mb": s.rss_mb()}
         minutes.append(m)
         print(f"  minute {m['minute']:3}: {m['good_requests']} good ({m['good_failed']} failed), "
               f"{m['bad_requests']} bad ({m['bad_not_4xx']} not 4xx), RSS {m['rss_mb']:.1f} MB",
