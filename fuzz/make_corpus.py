@@ -251,6 +251,32 @@ def tokenizer(out, model):
     write(out, "fuzz_tokenizer", "ids", SPLIT + struct.pack("<6i", 0, 1, 5, 6, 7, 200))
 
 
+def serve(out):
+    """gmlp serve's request bodies (fuzz_serve: an image model 1x4x4, text models of 8 tokens)."""
+    image = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 4, 4], "data": [0.5] * 16}]}
+    write(out, "fuzz_serve", "image_flat.json", json.dumps(image))
+    nested = {"id": "r1", "inputs": [{"name": "input", "datatype": "FP32", "shape": [2, 1, 4, 4],
+                                      "data": [[[[0.0, 0.25, 0.5, 1.0]] * 4]] * 2}],
+              "outputs": [{"name": "logits", "parameters": {"binary_data": True}}]}
+    write(out, "fuzz_serve", "image_nested_binary_out.json", json.dumps(nested))
+    header = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 4, 4],
+                                     "parameters": {"binary_data_size": 64}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    write(out, "fuzz_serve", "image_binary", header + SPLIT + struct.pack("<16f", *[i / 16 for i in range(16)]))
+    ids = {"inputs": [{"name": "input_ids", "datatype": "INT64", "shape": [2, 5],
+                       "data": [[2, 7, 4, 9, 3], [2, 11, 12, 4, 3]]}]}
+    write(out, "fuzz_serve", "ids.json", json.dumps(ids))
+    header = json.dumps({"inputs": [{"name": "input_ids", "datatype": "INT32", "shape": [1, 3],
+                                     "parameters": {"binary_data_size": 12}}]}).encode()
+    write(out, "fuzz_serve", "ids_binary", header + SPLIT + struct.pack("<3i", 2, 4, 3))
+    write(out, "fuzz_serve", "fill_mask.json", json.dumps({"inputs": "And God said, Let there be [MASK].",
+                                                           "parameters": {"top_k": 3}}))
+    write(out, "fuzz_serve", "texts.json", json.dumps({"inputs": ["a text", {"text": "a", "text_pair": "b"}]}))
+    write(out, "fuzz_serve", "pairs.json", json.dumps({"inputs": [{"text": "a", "text_pair": "b"}]}))
+    write(out, "fuzz_serve", "top", "3")
+    write(out, "fuzz_serve", "deep.json", "[" * 80 + "]" * 80)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gmlp", required=True, help="the gmlp binary that trains the checkpoints")
@@ -266,6 +292,7 @@ def main():
     configs(args.out)
     corpus(args.out)
     tokenizer(args.out, model)
+    serve(args.out)
     counts = {h: len(os.listdir(os.path.join(args.out, h))) for h in sorted(os.listdir(args.out))}
     print("seed corpora in", args.out + ":", ", ".join(f"{h} {n}" for h, n in counts.items()))
 

@@ -7,6 +7,7 @@
 #                                      the Python packages (torch, timm, onnx, ...:
 #                                      tests/requirements.txt) in the virtual environment .venv/
 #   scripts/setup.sh --bench           also make bench's (ONNX Runtime, ...: bench/requirements.txt)
+#                                      and wrk, the HTTP load generator of bench/serve_load.py
 #   scripts/setup.sh --text-baselines  only scikit-learn and numpy, for scripts/text_baselines.py
 #                                      (scripts/requirements.txt)
 # Python packages go into .venv/ (python3 -m venv), never into the system's Python, which Debian
@@ -28,8 +29,10 @@ esac
 
 debs=(build-essential cmake pkg-config zlib1g-dev libpng-dev libjpeg62-turbo-dev libdnnl-dev nlohmann-json3-dev libcli11-dev
       libstb-dev libgtest-dev libbenchmark-dev dataset-fashion-mnist
-      libsentencepiece-dev bible-kjv)
+      libsentencepiece-dev bible-kjv libcpp-httplib-dev)
 case "$mode" in --python | --bench) debs+=(clang-14 libclang-rt-14-dev libomp-14-dev clang-format-14) ;; esac
+# bench/serve_load.py's load generator.
+[ "$mode" = --bench ] && debs+=(wrk)
 # Debian's python3 makes a venv only with python3-venv (ensurepip); another python3 brings its own.
 if [ ${#reqs[@]} -gt 0 ] && ! "${PYTHON:-python3}" -c "import ensurepip, venv" 2>/dev/null; then
   debs+=(python3 python3-venv)

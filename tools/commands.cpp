@@ -16,6 +16,7 @@ void add_commands(CLI::App& app) {
   add_compare(app);
   add_text(app);
   add_export(app);
+  add_serve(app);
   add_config_option(app);  // last: it adds --config to every subcommand above
 }
 

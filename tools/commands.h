@@ -23,6 +23,7 @@ void add_viz(CLI::App& app);
 void add_compare(CLI::App& app);
 void add_text(CLI::App& app);  // pretrain, finetune, fill-mask
 void add_export(CLI::App& app);
+void add_serve(CLI::App& app);
 // Every subcommand above and --config, as `gmlp` has them (main.cpp; fuzz/fuzz_config.cpp).
 void add_commands(CLI::App& app);
 

@@ -57,6 +57,9 @@ class Classifier {
   // The same for a PNG or JPEG file, converted to the model's channels (gray as luma, or RGB)
   // and resized to its input size.
   std::vector<Prediction> classify(const std::string& image_file, int top = 5);
+  // The `top` most probable classes (softmax) of one row of num_classes() logits, most probable
+  // first: what classify() makes of logits().
+  std::vector<Prediction> top_classes(const float* logits, int top = 5) const;
 
  private:
   struct Impl;

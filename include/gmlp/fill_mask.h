@@ -35,6 +35,14 @@ class FillMask {
   // Throws std::runtime_error, naming the text, for one with no [MASK] or longer than
   // max_tokens() (each [MASK] is one token): what fill() would refuse, without running the model.
   void check(const std::string& text) const;
+  int vocab_size() const;
+  // The model's input for `text`, as fill() builds it: "[CLS] ... [MASK] ... [SEP]", not padded.
+  // Throws as check() does.
+  std::vector<int32_t> tokens(const std::string& text) const;
+  // The vocabulary logits (n, vocab_size()) at each of the n positions of one sequence of token
+  // ids (1 <= n <= max_tokens(), padded with [PAD], id 0, to max_tokens() as fill() pads its
+  // input); an id outside the vocabulary throws.
+  std::vector<float> logits(const int32_t* ids, int n);
   // For each [MASK] of `text`, in order, its `top` most probable tokens, most probable first.
   // Throws as check() does.
   std::vector<std::vector<MaskFill>> fill(const std::string& text, int top = 5);

@@ -37,6 +37,16 @@ class TextClassifier {
   // texts). Each is tokenized and cut to max_tokens() as finetuning does (a pair loses tokens
   // from the end of its longer text first).
   std::vector<float> logits(const std::vector<std::string>& texts, const std::vector<std::string>& text_pairs = {});
+  // The model's input for one text (or pair), as logits() builds it: "[CLS] text [SEP]" (or
+  // "[CLS] text [SEP] pair [SEP]"), cut to max_tokens(), not padded.
+  std::vector<int32_t> tokens(const std::string& text, const std::string& text_pair = "") const;
+  // Logits (n, num_classes) of n sequences of token ids given as (n, max_tokens()), each padded
+  // with [PAD] (id 0) as tokens() leaves it to be; an id outside the vocabulary throws.
+  std::vector<float> logits(const int32_t* ids, int n);
+  int vocab_size() const;
+  // The `top` most probable classes (softmax) of one row of num_classes() logits, most probable
+  // first: what classify() makes of logits().
+  std::vector<Prediction> top_classes(const float* logits, int top = 5) const;
   // The `top` most probable classes of each text (or pair), most probable first.
   std::vector<std::vector<Prediction>> classify(const std::vector<std::string>& texts, int top = 5,
                                                 const std::vector<std::string>& text_pairs = {});

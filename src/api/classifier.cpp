@@ -56,11 +56,14 @@ std::vector<float> Classifier::logits(const float* pixels, int n) {
 }
 
 std::vector<Prediction> Classifier::classify(const float* pixels, int top) {
+  return top_classes(logits(pixels, 1).data(), top);
+}
+
+std::vector<Prediction> Classifier::top_classes(const float* logits, int top) const {
   const int K = num_classes();
-  const std::vector<float> l = logits(pixels, 1);
   std::vector<float> probs(K);
   const int32_t no_label = 0;  // the loss is not needed, only the softmax it writes
-  cross_entropy_forward(probs.data(), l.data(), &no_label, 1, K, 0.f);
+  cross_entropy_forward(probs.data(), logits, &no_label, 1, K, 0.f);
   std::vector<int> order(K);
   std::iota(order.begin(), order.end(), 0);
   top = std::clamp(top, 1, K);

@@ -75,6 +75,35 @@ int FillMask::max_tokens() const { return impl_->ck.config.seq_len; }
 
 void FillMask::check(const std::string& text) const { impl_->input(text, split_at_masks(text), nullptr); }
 
+int FillMask::vocab_size() const { return impl_->ck.config.vocab_size; }
+
+std::vector<int32_t> FillMask::tokens(const std::string& text) const {
+  std::vector<int32_t> ids = impl_->input(text, split_at_masks(text), nullptr);
+  while (!ids.empty() && ids.back() == text::Tokenizer::kPad) ids.pop_back();
+  return ids;
+}
+
+std::vector<float> FillMask::logits(const int32_t* ids, int n) {
+  const int N = max_tokens(), V = vocab_size();
+  if (n < 1 || n > N) fail("failed to compute logits: ", n, " tokens (expected 1..", N, ")");
+  std::vector<int32_t> input(size_t(N), text::Tokenizer::kPad);
+  for (int i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= V)
+      fail("failed to compute logits: token id ", ids[i], " at position ", i, " is outside the vocabulary 0..", V - 1);
+    input[size_t(i)] = ids[i];
+  }
+  TextModel<float>& model = *impl_->ck.model;
+  model.encode(input.data(), 1);
+  std::vector<float> out(size_t(n) * size_t(V));
+  std::vector<int64_t> positions(static_cast<size_t>(n));
+  std::iota(positions.begin(), positions.end(), int64_t(0));
+  for (int64_t m = 0; m < n; m += TextModel<float>::kMlmChunk) {
+    const int64_t count = std::min<int64_t>(TextModel<float>::kMlmChunk, n - m);
+    std::copy_n(model.mlm_logits(positions.data() + m, count), size_t(count) * size_t(V), out.begin() + m * V);
+  }
+  return out;
+}
+
 std::vector<std::vector<MaskFill>> FillMask::fill(const std::string& text, int top) {
   if (top < 1) fail("failed to fill masks: top ", top, " (expected a count >= 1)");
   const std::vector<std::string> parts = split_at_masks(text);

@@ -61,6 +61,18 @@ bool TextClassifier::takes_pairs() const { return impl_->pairs; }
 const std::string& TextClassifier::task() const { return impl_->task; }
 int TextClassifier::max_tokens() const { return impl_->ck.config.seq_len; }
 
+std::vector<int32_t> TextClassifier::tokens(const std::string& text, const std::string& text_pair) const {
+  const Impl& m = *impl_;
+  const text::Tokenizer& tok = *m.ck.tokenizer;
+  const int N = max_tokens();
+  std::vector<int32_t> row = m.pairs ? text::segment_pair(tok.encode(text), tok.encode(text_pair), N)
+                                     : text::single_segment(tok.encode(text), N);
+  while (!row.empty() && row.back() == text::Tokenizer::kPad) row.pop_back();
+  return row;
+}
+
+int TextClassifier::vocab_size() const { return impl_->ck.config.vocab_size; }
+
 std::vector<float> TextClassifier::logits(const std::vector<std::string>& texts,
                                           const std::vector<std::string>& text_pairs) {
   Impl& m = *impl_;
@@ -69,42 +81,56 @@ std::vector<float> TextClassifier::logits(const std::vector<std::string>& texts,
   if (m.pairs && text_pairs.empty())
     fail("the model was finetuned on pairs of texts (", m.task, "): give each text its second text");
   if (!m.pairs && !text_pairs.empty()) fail("the model was finetuned on single texts (", m.task, "), not pairs");
-  const int N = max_tokens(), K = num_classes();
-  const text::Tokenizer& tok = *m.ck.tokenizer;
-  std::vector<float> out(texts.size() * size_t(K));
-  for (size_t start = 0; start < texts.size(); start += kBatch) {
-    const size_t b = std::min(texts.size() - start, size_t(kBatch));
-    for (size_t i = 0; i < b; ++i) {
-      const std::vector<int32_t> a = tok.encode(texts[start + i]);
-      const std::vector<int32_t> row =
-          m.pairs ? text::segment_pair(a, tok.encode(text_pairs[start + i]), N) : text::single_segment(a, N);
-      std::copy(row.begin(), row.end(), m.ids.begin() + i * size_t(N));
-    }
+  const size_t N = size_t(max_tokens());
+  std::vector<int32_t> ids(texts.size() * N, text::Tokenizer::kPad);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::vector<int32_t> row = tokens(texts[i], m.pairs ? text_pairs[i] : std::string());
+    std::copy(row.begin(), row.end(), ids.begin() + i * N);
+  }
+  return logits(ids.data(), int(texts.size()));
+}
+
+std::vector<float> TextClassifier::logits(const int32_t* ids, int n) {
+  Impl& m = *impl_;
+  if (n < 0) fail("failed to classify: ", n, " sequences (expected a count >= 0)");
+  const size_t N = size_t(max_tokens()), K = size_t(num_classes());
+  for (size_t i = 0; i < size_t(n) * N; ++i)
+    if (ids[i] < 0 || ids[i] >= vocab_size())
+      fail("failed to classify: token id ", ids[i], " at sequence ", i / N, ", position ", i % N,
+           " is outside the vocabulary 0..", vocab_size() - 1);
+  std::vector<float> out(size_t(n) * K);
+  for (size_t start = 0; start < size_t(n); start += kBatch) {
+    const size_t b = std::min(size_t(n) - start, size_t(kBatch));
+    std::copy_n(ids + start * N, b * N, m.ids.begin());
     m.ck.model->encode(m.ids.data(), int64_t(b));
     const float* l = m.ck.model->classify();
-    std::copy_n(l, b * size_t(K), out.begin() + start * size_t(K));
+    std::copy_n(l, b * K, out.begin() + start * K);
   }
   return out;
 }
 
-std::vector<std::vector<Prediction>> TextClassifier::classify(const std::vector<std::string>& texts, int top,
-                                                              const std::vector<std::string>& text_pairs) {
+std::vector<Prediction> TextClassifier::top_classes(const float* logits, int top) const {
   const int K = num_classes();
-  const std::vector<float> l = logits(texts, text_pairs);
   std::vector<float> probs(static_cast<size_t>(K));
   std::vector<int> order(static_cast<size_t>(K));
-  std::vector<std::vector<Prediction>> out;
-  for (size_t i = 0; i < texts.size(); ++i) {
-    const int32_t no_label = 0;  // the loss is not needed, only the softmax it writes
-    cross_entropy_forward(probs.data(), l.data() + i * size_t(K), &no_label, 1, K, 0.f);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return probs[size_t(a)] > probs[size_t(b)]; });
-    std::vector<Prediction>& p = out.emplace_back();
-    for (int t = 0; t < std::min(std::max(top, 1), K); ++t) {
-      const int k = order[size_t(t)];
-      p.push_back({k, impl_->names[size_t(k)], probs[size_t(k)]});
-    }
+  const int32_t no_label = 0;  // the loss is not needed, only the softmax it writes
+  cross_entropy_forward(probs.data(), logits, &no_label, 1, K, 0.f);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return probs[size_t(a)] > probs[size_t(b)]; });
+  std::vector<Prediction> p;
+  for (int t = 0; t < std::min(std::max(top, 1), K); ++t) {
+    const int k = order[size_t(t)];
+    p.push_back({k, impl_->names[size_t(k)], probs[size_t(k)]});
   }
+  return p;
+}
+
+std::vector<std::vector<Prediction>> TextClassifier::classify(const std::vector<std::string>& texts, int top,
+                                                              const std::vector<std::string>& text_pairs) {
+  const size_t K = size_t(num_classes());
+  const std::vector<float> l = logits(texts, text_pairs);
+  std::vector<std::vector<Prediction>> out;
+  for (size_t i = 0; i < texts.size(); ++i) out.push_back(top_classes(l.data() + i * K, top));
   return out;
 }
 

@@ -326,7 +326,15 @@ std::vector<float> load_image(const std::string& path, int channels, int height,
   if (height < 1 || width < 1 || height > kMaxSide || width > kMaxSide)
     bad(path, "requested size ", height, "x", width, " is outside 1..", kMaxSide);
   const std::string bytes = read_file(path, kMaxFileBytes);
-  const Pixels px = decode_image(path, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  return image_input(path, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), channels, height, width);
+}
+
+std::vector<float> image_input(const std::string& path, const uint8_t* data, size_t size, int channels, int height,
+                               int width) {
+  if (channels != 1 && channels != 3) bad(path, "channels must be 1 or 3 (got ", channels, ")");
+  if (height < 1 || width < 1 || height > kMaxSide || width > kMaxSide)
+    bad(path, "requested size ", height, "x", width, " is outside 1..", kMaxSide);
+  const Pixels px = decode_image(path, data, size);
   const int w = px.width, h = px.height, n = px.channels;
 
   // Convert to `channels` floats in [0, 1], HWC; n is 1 (gray) or 3 (RGB).

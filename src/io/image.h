@@ -32,6 +32,9 @@ Pixels decode_image(const std::string& name, const uint8_t* data, size_t size, i
 // (RGB; gray is replicated). Alpha is dropped. The image is resized to height x width when its
 // size differs.
 std::vector<float> load_image(const std::string& path, int channels, int height, int width);
+// The same for an image's bytes held in memory (a request's body); name is what errors call it.
+std::vector<float> image_input(const std::string& name, const uint8_t* data, size_t size, int channels, int height,
+                               int width);
 
 // Resizes CHW floats in [0, 1] from height x width to h2 x w2 with load_image's filter, each
 // channel on its own, clamped back into [0, 1].
