@@ -11,6 +11,7 @@
 #include "core/threads.h"
 #include "gmlp/fill_mask.h"
 #include "gmlp/text_classifier.h"
+#include "serve/protocol.h"
 #include "text/tokenizer.h"
 #include "train/lm_trainer.h"
 
@@ -283,16 +284,7 @@ void add_text(CLI::App& app) {
       for (const std::string& text : texts) {
         const std::vector<std::vector<MaskFill>> masks = model.fill(text, args->top);
         if (args->json) {
-          nlohmann::json per_mask = nlohmann::json::array();
-          for (const auto& fills : masks) {
-            nlohmann::json list = nlohmann::json::array();
-            for (const MaskFill& f : fills)
-              list.push_back(
-                  {{"score", f.score}, {"token", f.token}, {"token_str", f.token_str}, {"sequence", f.sequence}});
-            per_mask.push_back(list);
-          }
-          // The pipeline's shapes: one mask gives its list, several a list per mask.
-          all.push_back(masks.size() == 1 ? per_mask[0] : per_mask);
+          all.push_back(serve::fill_mask_json(masks));
           continue;
         }
         std::printf("%s\n", text.c_str());

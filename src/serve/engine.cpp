@@ -139,17 +139,7 @@ void Engine::run_one(Job& job) {
     case Job::Op::fill_mask:
       job.result = nlohmann::json::array();
       for (const std::string& text : job.texts) {
-        const std::vector<std::vector<MaskFill>> masks = mlm_->fill(text, job.top);
-        nlohmann::json per_mask = nlohmann::json::array();
-        for (const auto& fills : masks) {
-          nlohmann::json list = nlohmann::json::array();
-          for (const MaskFill& f : fills)
-            list.push_back(
-                {{"score", f.score}, {"token", f.token}, {"token_str", f.token_str}, {"sequence", f.sequence}});
-          per_mask.push_back(list);
-        }
-        // The pipeline's shapes: one mask gives its list, several a list per mask.
-        job.result.push_back(masks.size() == 1 ? per_mask[0] : per_mask);
+        job.result.push_back(fill_mask_json(mlm_->fill(text, job.top)));
       }
       break;
     case Job::Op::classify_text: {

@@ -345,4 +345,15 @@ int parse_top(const std::string& value, int max) {
   return top;
 }
 
+nlohmann::json fill_mask_json(const std::vector<std::vector<MaskFill>>& masks) {
+  nlohmann::json per_mask = nlohmann::json::array();
+  for (const auto& fills : masks) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const MaskFill& f : fills)
+      list.push_back({{"score", f.score}, {"token", f.token}, {"token_str", f.token_str}, {"sequence", f.sequence}});
+    per_mask.push_back(list);
+  }
+  return masks.size() == 1 ? per_mask[0] : per_mask;
+}
+
 }  // namespace gmlp::serve

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "gmlp/fill_mask.h"
 
 namespace gmlp::serve {
 
@@ -85,5 +86,10 @@ TextRequest parse_text_request(std::string_view body, int default_top, size_t ma
 
 // A ?top=K (or top_k) query value: a whole number in 1..max.
 int parse_top(const std::string& value, int max);
+
+// One text's fill-mask answer in the shape of Hugging Face's fill-mask pipeline: for one [MASK]
+// its list of {score, token, token_str, sequence}, for several a list of those lists. Shared by
+// POST /v1/fill-mask and `gmlp fill-mask --json`.
+nlohmann::json fill_mask_json(const std::vector<std::vector<MaskFill>>& masks);
 
 }  // namespace gmlp::serve
