@@ -60,16 +60,15 @@ void start_from(Model<float>& model, data::Normalization& norm, const std::strin
            ", the run's ", it->dump(), " (only img_size, drop_path and the classes may differ)");
   std::map<std::string, const ParamInfo*> by_name;
   for (const ParamInfo& p : ck.model->params()) by_name[p.name] = &p;
-  std::vector<std::string> fresh;
+  bool fresh_head = false;  // the only tensors whose shapes may differ: the head's, with the classes
   for (const ParamInfo& p : model.params()) {
     const ParamInfo* s = by_name.at(p.name);
-    if (s->shape != p.shape) {
-      fresh.push_back(p.name);
-      continue;
-    }
-    std::copy_n(ck.model->weights() + s->offset, p.numel, model.weights() + p.offset);
+    if (s->shape == p.shape)
+      std::copy_n(ck.model->weights() + s->offset, p.numel, model.weights() + p.offset);
+    else
+      fresh_head = true;
   }
-  if (!fresh.empty())
+  if (fresh_head)
     ck.notes.push_back(cat("'", path, "' has ", ck.config.num_classes, " classes, the data ", want.num_classes,
                            ": the head starts afresh"));
   norm = ck.norm;
