@@ -29,7 +29,7 @@ esac
 
 debs=(build-essential cmake pkg-config zlib1g-dev libpng-dev libjpeg62-turbo-dev libdnnl-dev nlohmann-json3-dev libcli11-dev
       libstb-dev libgtest-dev libbenchmark-dev dataset-fashion-mnist
-      libsentencepiece-dev bible-kjv libcpp-httplib-dev)
+      libsentencepiece-dev bible-kjv libcpp-httplib-dev openmpi-bin libopenmpi-dev)
 case "$mode" in --python | --bench) debs+=(clang-14 libclang-rt-14-dev libomp-14-dev clang-format-14) ;; esac
 # bench/serve_load.py's load generator.
 [ "$mode" = --bench ] && debs+=(wrk)

@@ -53,7 +53,7 @@ data::ImageSet random_images(const ModelConfig& cfg, int n, uint64_t seed) {
 
 // Every image model kind, by its small preset, with every augmentation and regulariser the
 // step runs (crop, flip, Mixup/CutMix, random erasing, drop path, the moving average) and two
-// micro-batches a step: run_loop's step (step_gradients, then AdamW and the moving average),
+// micro-batches a step: run_loop's step (StepGradients, then AdamW and the moving average),
 // counted from the second.
 TEST_F(Allocations, NoneInImageTrainingStepsOfEveryKind) {
   for (const Preset& preset : presets()) {
@@ -76,11 +76,12 @@ TEST_F(Allocations, NoneInImageTrainingStepsOfEveryKind) {
     std::vector<int> order(size_t(set.count));
     std::iota(order.begin(), order.end(), 0);
     std::vector<uint64_t> keys(static_cast<size_t>(B));
+    StepGradients gradients(task, B, K);
     long before = 0;
     for (int s = 0; s < 4; ++s) {
       if (s == 1) before = gmlp_allocations();
       for (int b = 0; b < B; ++b) keys[size_t(b)] = item_key(3, 0, int64_t(s) * B + b);
-      step_gradients(task, p, order.data() + s * B, keys.data(), B, K);
+      gradients.run(order.data() + s * B, keys.data());
       optimizer_step(adamw, p.weights, p.grads, p.size, 1.0, 1e-3);
       task.after_update();
     }

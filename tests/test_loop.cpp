@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <vector>
 
 #include "core/rng.h"
 #include "nn/config.h"
 #include "nn/model.h"
+#include "nn/text_model.h"
+#include "text/tokenizer.h"
 #include "tolerances.h"
 #include "train/image_task.h"
 #include "train/loop.h"
@@ -34,7 +37,7 @@ std::vector<float> step_gradient(Model<float>& model, ImageTask& task, const std
                                  const std::vector<uint64_t>& keys, int K) {
   const int B = int(items.size());
   task.plan(B / K);
-  step_gradients(task, task.trainable(), items.data(), keys.data(), B, K);
+  StepGradients(task, B, K).run(items.data(), keys.data());
   return std::vector<float>(model.grads(), model.grads() + model.num_params());
 }
 
@@ -78,6 +81,80 @@ TEST(GradAccum, ItemKeysDependOnSeedEpochAndPosition) {
   EXPECT_NE(item_key(1, 0, 5), item_key(1, 0, 6));
   EXPECT_NE(item_key(1, 0, 5), item_key(1, 1, 5));
   EXPECT_NE(item_key(1, 0, 5), item_key(2, 0, 5));
+}
+
+// What the data-parallel step relies on to sum gradients while backward runs: when backward
+// reports grads_ready(from), no gradient at an offset >= from changes afterwards, and the reports
+// walk down the array. Every image kind, and the text models with both heads.
+template <class M>
+void expect_reports_final(M& model, const std::function<void()>& backward) {
+  const int64_t P = model.num_params();
+  std::vector<std::pair<int64_t, std::vector<float>>> seen;  // each report: from, and grads[from..P)
+  model.set_grads_ready([&](int64_t from) {
+    ASSERT_TRUE(from >= 0 && from <= P);
+    seen.emplace_back(from, std::vector<float>(model.grads() + from, model.grads() + P));
+  });
+  model.zero_grad();
+  backward();
+  model.set_grads_ready(nullptr);
+  ASSERT_GE(seen.size(), 2u) << "backward reported too little to overlap anything";
+  int64_t last = P;
+  for (const auto& [from, tail] : seen) {
+    EXPECT_LE(from, last) << "the reports must walk down the array";
+    last = from;
+    EXPECT_EQ(tail, std::vector<float>(model.grads() + from, model.grads() + P))
+        << "a gradient at an offset >= " << from << " changed after it was reported final";
+  }
+  double norm2 = 0;
+  for (int64_t i = 0; i < P; ++i) norm2 += double(model.grads()[i]) * model.grads()[i];
+  EXPECT_GT(norm2, 0) << "a zero gradient would pass trivially";
+}
+
+TEST(GradsReady, ReportedGradientsAreFinalForEveryImageKind) {
+  for (const Preset& preset : presets()) {
+    if (preset.name.rfind("fmnist-", 0) != 0) continue;
+    SCOPED_TRACE(preset.name);
+    ModelConfig cfg = preset.config;
+    cfg.num_classes = 10, cfg.drop_path = 0.1;
+    auto model = make_model<float>(cfg);
+    Rng rng(4);
+    model->init(rng);
+    const int B = 3;
+    std::vector<float> x(size_t(B * cfg.in_chans * cfg.img_size * cfg.img_size)), dlogits(size_t(B * 10));
+    for (auto& v : x) v = float(rng.normal());
+    for (auto& v : dlogits) v = float(rng.normal());
+    model->plan(B);
+    expect_reports_final(*model, [&] {
+      model->forward(x.data(), B, &rng);
+      model->backward(dlogits.data());
+    });
+  }
+}
+
+TEST(GradsReady, ReportedGradientsAreFinalForTextModels) {
+  for (const char* name : {"kjv-gmlp", "kjv-amlp", "kjv-bert", "kjv-bert-rel"}) {
+    SCOPED_TRACE(name);
+    TextConfig cfg = find_text_preset(name).config;
+    cfg.depth = 2, cfg.dim = 16, cfg.ffn = 32, cfg.seq_len = 8, cfg.heads = 2, cfg.vocab_size = 50;
+    cfg.num_classes = 2, cfg.segments = true;
+    TextModel<float> model(cfg);
+    Rng rng(5);
+    model.init(rng);
+    const int B = 2, N = cfg.seq_len;
+    std::vector<int32_t> ids(size_t(B * N));
+    for (auto& id : ids) id = int32_t(5 + rng.below(45));
+    ids[0] = text::Tokenizer::kCls;
+    const std::vector<int64_t> positions = {1, 3, N + 2};
+    const std::vector<int32_t> labels = {7, 9, 11};
+    std::vector<float> cls_dlogits(size_t(B * 2));
+    for (auto& v : cls_dlogits) v = float(rng.normal());
+    model.plan(B);
+    expect_reports_final(model, [&] {
+      model.encode(ids.data(), B, &rng);
+      model.classify();
+      model.mlm(positions.data(), labels.data(), int64_t(positions.size()), true, cls_dlogits.data());
+    });
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "core/matmul.h"
 #include "core/profile.h"
 #include "core/threads.h"
+#include "dist/communicator.h"
 #include "ops/cross_entropy.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
@@ -30,15 +31,17 @@ struct Timing {
   double median = 0, min = 0, max = 0;  // images/s
 };
 
-// Runs `step` (which processes `images` images) until each repetition lasts >= 0.3 s.
+// Runs `step` (which processes `images` images) until each repetition lasts >= 0.3 s. In a job of
+// several ranks whose step is collective, every rank runs rank 0's number of steps.
 template <class F>
-Timing measure(F&& step, int images, int warmup, int reps) {
+Timing measure(F&& step, int images, int warmup, int reps, bool collective = false) {
   using clock = std::chrono::steady_clock;
   for (int i = 0; i < warmup; ++i) step();
   const auto t0 = clock::now();
   step();
   const double once = std::chrono::duration<double>(clock::now() - t0).count();
-  const int iters = std::max(1, int(0.3 / std::max(once, 1e-6)));
+  int iters = std::max(1, int(0.3 / std::max(once, 1e-6)));
+  if (collective) dist::world().broadcast(&iters, sizeof iters, 0);
   std::vector<double> rates;
   for (int r = 0; r < reps; ++r) {
     const auto t = clock::now();
@@ -82,6 +85,7 @@ void add_bench(CLI::App& app) {
   struct Args {
     std::string preset, checkpoint, precision = "f32";
     int batch_size = 64, threads = 0, warmup = 3, reps = 10;
+    double bucket_mb = 4;
     bool json = false, profile = false;
   };
   auto args = std::make_shared<Args>();
@@ -97,6 +101,12 @@ void add_bench(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--warmup", args->warmup, "Untimed repetitions first")->check(at_least(0))->capture_default_str();
   sub->add_option("--reps", args->reps, "Timed repetitions (each >= 0.3 s)")->check(at_least(1))->capture_default_str();
+  sub->add_option("--bucket-mb", args->bucket_mb,
+                  "Under mpirun: the chunks, in MB, in which the gradients are summed over the ranks while "
+                  "backward runs (0: one sum after backward)")
+      ->type_name("MB")
+      ->check(real_in(0, INFINITY, Ends::closed))
+      ->capture_default_str();
   sub->add_flag("--json", args->json, "Print one JSON object");
   sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}))
@@ -122,6 +132,12 @@ void add_bench(CLI::App& app) {
     const ModelConfig& cfg = model->config();
     const int64_t B = args->batch_size, K = cfg.num_classes;
     const int64_t image_size = int64_t(cfg.in_chans) * cfg.img_size * cfg.img_size;
+    // Under mpirun the training step is data-parallel: --batch-size is the step's, each rank runs
+    // its share and the gradients are summed over the ranks (overlapping backward, as gmlp train).
+    dist::Communicator& comm = dist::world();
+    const int64_t ranks = comm.size(), Bt = B / ranks;
+    if (B % ranks != 0)
+      fail("invalid --batch-size ", B, ": expected a multiple of the ", ranks, " ranks, which share each step");
     model->plan(B);  // first: it refuses a batch whose activations cannot fit, naming --batch-size
     Rng rng(1);
     std::vector<float> input(B * image_size), probs(B * K), dlogits(B * K);
@@ -129,26 +145,40 @@ void add_bench(CLI::App& app) {
     std::vector<int32_t> labels(B);
     for (auto& l : labels) l = int32_t(rng.below(K));
     AdamW<float> adamw(model->params(), AdamWConfig{});
+    const int64_t chunk = int64_t(args->bucket_mb * (1 << 20) / sizeof(float));
     auto train_step = [&] {
-      const float* logits = model->forward(input.data(), B, &rng);
+      const float* logits = model->forward(input.data(), Bt, &rng);
       {
         const profile::Scope p("loss");
-        cross_entropy_forward(probs.data(), logits, labels.data(), B, K, 0.1f);
-        cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, 0.1f);
+        cross_entropy_forward(probs.data(), logits, labels.data(), Bt, K, 0.1f);
+        cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), Bt, K, 0.1f);
       }
       {
         const profile::Scope p("zero_grad");
         model->zero_grad();
       }
-      model->backward(dlogits.data());
+      if (ranks == 1) {
+        model->backward(dlogits.data());
+      } else {
+        dist::ChunkedSum sum(comm, model->grads(), model->num_params(), chunk);
+        model->set_grads_ready([&sum](int64_t from) { sum.ready_from(from); });
+        model->backward(dlogits.data());
+        model->set_grads_ready(nullptr);
+        const profile::Scope p("gradient sum");
+        sum.finish();
+      }
       const profile::Scope p("optimizer");
       optimizer_step(adamw, model->weights(), model->grads(), model->num_params(), 1.0, 1e-4);
     };
-    const Timing train = measure(train_step, int(B), args->warmup, args->reps);
+    const Timing train = measure(train_step, int(B), args->warmup, args->reps, ranks > 1);
     // Profiled runs: enough for about a second each at the measured speed.
     const auto profile_steps = [](double per_s, int images) { return std::max(5, int(per_s / images)); };
     std::vector<profile::Entry> prof_train, prof_infer, prof_infer1;
-    if (args->profile) prof_train = profile_per_op(train_step, profile_steps(train.median, int(B)));
+    if (args->profile) {
+      int steps = profile_steps(train.median, int(B));
+      comm.broadcast(&steps, sizeof steps, 0);
+      prof_train = profile_per_op(train_step, steps);
+    }
     model->plan(B, Mode::infer);  // what eval and predict use
     const auto infer_step = [&] { model->infer(input.data(), B); };
     const Timing infer = measure(infer_step, int(B), args->warmup, args->reps);
@@ -166,6 +196,7 @@ void add_bench(CLI::App& app) {
                           {"threads", num_threads()},
                           {"precision", precision_name(precision)},
                           {"batch_size", B},
+                          {"ranks", ranks},
                           {"config", cfg.to_json()},
                           {"params", model->num_params()},
                           {"flops_per_image", flops},
@@ -186,8 +217,9 @@ void add_bench(CLI::App& app) {
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    std::printf("gmlp bench  %ld params, %.1f MFLOP/image, batch %ld, %d threads, %s\n", long(model->num_params()),
-                flops / 1e6, long(B), num_threads(), precision_name(precision));
+    const std::string job = ranks > 1 ? cat(" (", comm.describe(), ", ", Bt, " images each)") : std::string();
+    std::printf("gmlp bench  %ld params, %.1f MFLOP/image, batch %ld%s, %d threads, %s\n", long(model->num_params()),
+                flops / 1e6, long(B), job.c_str(), num_threads(), precision_name(precision));
     std::printf("train step    %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", train.median, train.min, train.max,
                 train_gflops);
     std::printf("inference     %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", infer.median, infer.min, infer.max,

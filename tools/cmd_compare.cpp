@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/threads.h"
+#include "dist/communicator.h"
 #include "io/atomic_file.h"
 #include "nn/model.h"
 #include "train/checkpoint.h"
@@ -152,23 +153,33 @@ void add_compare(CLI::App& app) {
       opt.preset = entry;
       jobs.push_back({entry, cfg, opt});
     }
-    std::error_code ec;
-    fs::create_directories(args->out, ec);
-    if (ec) fail("failed to create '", args->out, "': ", ec.message());
-    // One comparison in a folder at a time, and every model's folder checked before any work.
-    const FolderLock lock(args->out);
-    remove_temporaries(args->out);  // of a comparison killed while it wrote its table
+    // Under mpirun every rank trains every model; rank 0 alone takes the folder and writes the
+    // table and plots.
+    dist::Communicator& comm = dist::world();
+    const bool writes = comm.rank() == 0;
+    std::unique_ptr<FolderLock> lock;
+    if (writes) {
+      std::error_code ec;
+      fs::create_directories(args->out, ec);
+      if (ec) fail("failed to create '", args->out, "': ", ec.message());
+      // One comparison in a folder at a time, and every model's folder checked before any work.
+      lock = std::make_unique<FolderLock>(args->out);
+      remove_temporaries(args->out);  // of a comparison killed while it wrote its table
+    }
+    comm.barrier();
     const StopSignals signals;
     std::vector<bool> resume;
     for (const Job& job : jobs) resume.push_back(!args->overwrite && holds_same_run(job.config, job.options));
+    comm.barrier();  // every rank has read the folders before rank 0 overwrites any
     if (args->overwrite)
       for (const Job& job : jobs) RunDir(job.options.out_dir, "train", RunStart::overwrite);
     auto stopped = [&](Interrupted& stop) {  // what main prints: the comparison, not the model
       stop.command = "compare", stop.dir = args->out;
       return stop;
     };
-    for (const char* name : {"compare.md", "compare.json", "accuracy.png", "train_test.png"})  // before training
-      check_output_file((fs::path(args->out) / name).string(), "--out");
+    if (writes)
+      for (const char* name : {"compare.md", "compare.json", "accuracy.png", "train_test.png"})  // before training
+        check_output_file((fs::path(args->out) / name).string(), "--out");
     std::vector<Row> rows;
     for (size_t i = 0; i < jobs.size(); ++i) {
       const Job& job = jobs[i];
@@ -177,6 +188,14 @@ void add_compare(CLI::App& app) {
         train(job.config, job.options, resume[i]);
       } catch (Interrupted& stop) {
         throw stopped(stop);
+      }
+      if (!writes) {
+        if (const int sig = StopSignals::received_anywhere(); sig && i + 1 < jobs.size()) {
+          Interrupted stop;
+          stop.signal = sig;
+          throw stopped(stop);
+        }
+        continue;
       }
       Row r;
       r.label = job.label;
@@ -223,12 +242,13 @@ void add_compare(CLI::App& app) {
       }
       write_file_atomic((fs::path(args->out) / "compare.json").string(), j.dump(2) + "\n");
       write_figures(rows, args->out);
-      if (StopSignals::received() && i + 1 < jobs.size()) {
+      if (const int sig = StopSignals::received_anywhere(); sig && i + 1 < jobs.size()) {
         Interrupted stop;
-        stop.signal = StopSignals::received();
+        stop.signal = sig;
         throw stopped(stop);
       }
     }
+    if (!writes) return;
     std::printf("%s", markdown(rows, jobs.back().options).c_str());
   });
 }

@@ -51,7 +51,8 @@ void print_results_json(const nlohmann::json& all) {
 }
 
 // What --resume takes besides itself: the rest of a resumed run is its own.
-const std::vector<std::string> kResumeFlags = {"--resume", "--epochs", "--threads", "--profile", "--config"};
+const std::vector<std::string> kResumeFlags = {"--resume",  "--epochs",    "--threads",
+                                               "--profile", "--bucket-mb", "--config"};
 
 // Pretraining's flags (finetune: false) or finetuning's: the same options, their help in each
 // one's terms.
@@ -175,6 +176,7 @@ void add_text(CLI::App& app) {
       if (!args->f.run.epochs->count()) opt.epochs = p.epochs;
       if (!args->f.run.batch->count()) opt.batch_size = p.batch_size;
       if (!args->f.run.lr->count()) opt.lr = p.lr;
+      default_grad_accum(opt, args->f.run);
       print_result("pretrain", pretrain(apply_text_sets(p.config, args->f.sets), opt, false, args->f.overwrite),
                    opt.out_dir);
     });
@@ -253,6 +255,7 @@ void add_text(CLI::App& app) {
       // Finetuning masks its inputs only for the masked-token loss: a --mask-prob alone would do nothing.
       if (sub->count("--mask-prob") && opt.mlm_weight == 0)
         throw CLI::ValidationError("finetune", "--mask-prob applies only with --mlm-weight > 0");
+      default_grad_accum(opt, f->run);
       const TrainResult r = finetune(opt, false, f->overwrite);
       if (opt.train_file.empty() || !opt.test_file.empty())  // files without --test have no test split
         std::printf("test accuracy %.2f%% (best %.2f%%); ", 100 * r.final_test_acc, 100 * r.best_test_acc);

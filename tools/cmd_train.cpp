@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/threads.h"
+#include "dist/communicator.h"
 #include "train/guards.h"
 
 namespace gmlp::cli {
@@ -58,10 +59,17 @@ RunFlags add_run_flags(CLI::App& sub, RunOptions& o, const std::string& items, b
   RunFlags f;
   f.epochs = shown(sub.add_option("--epochs", o.epochs), "Epochs")->check(at_least(1));
   f.batch = shown(sub.add_option("--batch-size", o.batch_size), items + " per optimizer step")->check(at_least(1));
-  sub.add_option("--grad-accum", o.grad_accum,
-                 "Split each step's batch into this many micro-batches, run one after another, whose "
-                 "gradients are averaged: the same step in less memory (a divisor of --batch-size)")
-      ->check(at_least(1))
+  f.accum = sub.add_option("--grad-accum", o.grad_accum,
+                           "Split each step's batch into this many micro-batches, whose gradients are averaged: "
+                           "the same step in less memory (a divisor of --batch-size). Under mpirun the ranks "
+                           "share them, a multiple of the ranks (default: 1, under mpirun -np N: N)")
+                ->type_name("K")
+                ->check(at_least(1));
+  sub.add_option("--bucket-mb", o.bucket_mb,
+                 "Under mpirun: sum the gradients over the ranks in chunks of this many MB, each as soon as "
+                 "backward has made it, so that the sums overlap backward (0: one sum after backward)")
+      ->type_name("MB")
+      ->check(real_in(0, INFINITY, Ends::closed))
       ->capture_default_str();
   f.lr = shown(sub.add_option("--lr", o.lr), "Peak learning rate")->check(real_in(0, INFINITY));
   f.wd = shown(sub.add_option("--weight-decay", o.weight_decay), "AdamW decoupled weight decay")
@@ -174,6 +182,7 @@ std::pair<ModelConfig, TrainOptions> resolve_training(const Preset& p, const Tra
   if (!f.run.batch->count()) opt.batch_size = p.train.batch_size;
   if (!f.run.lr->count()) opt.lr = p.train.lr;
   if (!f.run.wd->count()) opt.weight_decay = p.train.weight_decay;
+  default_grad_accum(opt, f.run);
   // The ranges across options (--min-lr <= --lr, warmup within the run, ...) and the preset's
   // values, before any folder or file: the validators above checked each given value alone.
   validate_options(opt);
@@ -186,6 +195,10 @@ std::pair<ModelConfig, TrainOptions> resolve_training(const Preset& p, const Tra
 void add_overwrite_option(CLI::App& sub, bool& overwrite, const std::string& what) {
   sub.add_flag("--overwrite", overwrite,
                "Start a new run over " + what + " (without it, a folder that holds a run is refused)");
+}
+
+void default_grad_accum(RunOptions& options, const RunFlags& flags) {
+  if (flags.accum->count() == 0) options.grad_accum = dist::world().size();
 }
 
 void check_resume_flags(const CLI::App& sub, const std::vector<std::string>& honoured) {
@@ -229,7 +242,7 @@ void add_train(CLI::App& app) {
   sub->callback([args, sub] {
     set_threads(args->threads);
     if (!args->resume.empty()) {
-      check_resume_flags(*sub, {"--resume", "--epochs", "--threads", "--config"});
+      check_resume_flags(*sub, {"--resume", "--epochs", "--threads", "--bucket-mb", "--config"});
       TrainOptions opt = args->flags.opt;
       opt.out_dir = args->resume;
       if (!args->flags.run.epochs->count()) opt.epochs = 0;  // keep the run's own

@@ -101,9 +101,12 @@ void check_resume_flags(const CLI::App& sub, const std::vector<std::string>& hon
 // preset_defaults says whether --epochs, --batch-size, --lr and --weight-decay default to the
 // preset's (else their default is shown).
 struct RunFlags {
-  CLI::Option *epochs = nullptr, *batch = nullptr, *lr = nullptr, *wd = nullptr;
+  CLI::Option *epochs = nullptr, *batch = nullptr, *lr = nullptr, *wd = nullptr, *accum = nullptr;
 };
 RunFlags add_run_flags(CLI::App& sub, RunOptions& options, const std::string& items, bool preset_defaults);
+// A new run's micro-batches when --grad-accum is not given: one per rank of the job (mpirun -np N
+// gives N; a single process, 1), so that N ranks and --grad-accum N are the same run.
+void default_grad_accum(RunOptions& options, const RunFlags& flags);
 
 struct TrainFlags {
   TrainOptions opt;

@@ -199,11 +199,13 @@ Cnn<T>::Cnn(const ModelConfig& config, Storage storage) : Model<T>(config) {
     for (int64_t i = 0; i < c.depth; ++i) {
       const int64_t stride = (s > 0 && i == 0) ? 2 : 1;
       const std::string prefix = "stages." + std::to_string(s) + "." + std::to_string(i);
+      this->mark_layer_begin();
       blocks_.push_back(std::make_unique<BasicBlock<T>>(t, prefix, cin, cout, stride, S));
       S = blocks_.back()->out_side();
       cin = cout;
     }
   }
+  this->mark_layers_end();
   head_w_ = t.add("head.weight", {int64_t(c.num_classes), width()}, true);
   head_b_ = t.add("head.bias", {int64_t(c.num_classes)}, false);
   this->allocate_params(storage, c.to_json());
@@ -296,8 +298,10 @@ void Cnn<T>::backward(const T* dlogits) {
     const int64_t So = blocks_.back()->out_side();
     global_avg_pool_backward(dX_[cur], dpooled_, B, width(), So * So);
   }
+  this->head_grads_ready();
   for (int64_t l = L - 1; l >= 0; --l) {
     blocks_[l]->backward(dX_[1 - cur], dX_[cur], x_[l], x_[l + 1], w, g, B);
+    this->layer_grads_ready(size_t(l));
     cur = 1 - cur;
   }
   {

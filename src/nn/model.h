@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -110,6 +111,13 @@ class ParamModel {
   const ParamInfo& param(const std::string& name) const;  // throws gmlp::Error if unknown
   void zero_grad() { g_.zero(); }
 
+  // Called by backward as it finishes gradients: from then on every gradient at an offset >= from
+  // is final for the batch. Parameters are laid out in the order of the layers and backward runs
+  // the layers last first, so the tail of grads() is ready first; data-parallel training starts
+  // summing it over the ranks while backward goes on (dist::ChunkedSum). Empty: none.
+  using GradsReady = std::function<void(int64_t from)>;
+  void set_grads_ready(GradsReady ready) { grads_ready_ = std::move(ready); }
+
   // The reference implementation's initialisation (timm's where timm has the model).
   virtual void init(Rng& rng) = 0;
 
@@ -131,12 +139,27 @@ class ParamModel {
   // allocates unless storage is table_only.
   void allocate_params(Storage storage, const nlohmann::json& config);
   virtual void lay_out(Arena<T>& arena, int64_t max_batch) = 0;
+  // The constructor marks where each layer's parameters begin (before adding them) and where the
+  // layers end; backward then reports each layer's (grads_ready).
+  void mark_layer_begin() { layer_begin_.push_back(table_.total()); }
+  void mark_layers_end() { layers_end_ = table_.total(); }
+  void layer_grads_ready(size_t layer) const {
+    if (grads_ready_) grads_ready_(layer_begin_[layer]);
+  }
+  void head_grads_ready() const {
+    if (grads_ready_) grads_ready_(layers_end_);
+  }
 
   ParamTable table_;
   Buffer<T> w_, g_;
   Buffer<T> acts_;
   int64_t max_batch_ = 0, batch_ = 0;
   Mode mode_ = Mode::train;
+
+ private:
+  GradsReady grads_ready_;
+  std::vector<int64_t> layer_begin_;
+  int64_t layers_end_ = 0;
 };
 
 // An image classifier.

@@ -123,6 +123,7 @@ TextModel<T>::TextModel(const TextConfig& config, Storage storage) : cfg_(config
     const std::string b = "blocks." + std::to_string(l) + ".";
     const double rate = L > 1 ? c.drop_path * double(l) / double(L - 1) : c.drop_path;
     auto sublayer = [&](const std::string& norm_name, auto make_branch) {
+      this->mark_layer_begin();
       ResidualSpec s;
       s.norm = NormKind::layernorm, s.norm_name = b + norm_name, s.eps = float(c.ln_eps);
       s.drop_rate = rate;
@@ -141,6 +142,7 @@ TextModel<T>::TextModel(const TextConfig& config, Storage storage) : cfg_(config
       sublayer("norm2", [&] { return make_channel_mlp<T>(t, b + "mlp", dims, c.ffn, style); });
     }
   }
+  this->mark_layers_end();
   norm_w_ = t.add("norm.weight", {D}, false);
   norm_b_ = t.add("norm.bias", {D}, false);
   mlm_b_ = t.add("mlm_bias", {V}, false);
@@ -332,7 +334,11 @@ void TextModel<T>::backward_encoder() {
     std::fill(dbias_buf_, dbias_buf_ + int64_t(cfg_.heads) * N * N, T(0));
     score_bias_.dbias = dbias_buf_;
   }
-  for (int64_t l = L - 1; l >= 0; --l) layers_[l]->backward(dX_, x_[l], w, g, B);
+  this->head_grads_ready();
+  for (int64_t l = L - 1; l >= 0; --l) {
+    layers_[l]->backward(dX_, x_[l], w, g, B);
+    this->layer_grads_ready(size_t(l));
+  }
   GMLP_PROFILE("bwd.embed");
   if (rel_ >= 0) rel_bias_backward(g + rel_, dbias_buf_, buckets_.data(), int64_t(cfg_.heads), N);
   embedding_backward(g + embed_, pos_ >= 0 ? g + pos_ : nullptr, seg_ >= 0 ? g + seg_ : nullptr, dX_, ids_.data(),

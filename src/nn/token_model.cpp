@@ -139,6 +139,7 @@ TokenModel<T>::TokenModel(const ModelConfig& config, Storage storage) : Model<T>
     const double rate = L > 1 ? double(c.drop_path) * double(l) / double(L - 1) : c.drop_path;
     // One residual sublayer: its norm (and layer scale) first, then its branch.
     auto sublayer = [&](NormKind norm, const std::string& norm_name, const std::string& scale, auto make_branch) {
+      this->mark_layer_begin();
       ResidualSpec s;
       s.norm = norm, s.norm_name = b + norm_name, s.eps = c.ln_eps, s.drop_rate = rate;
       if (!scale.empty()) s.scale_name = b + scale, s.scale_init = c.init_scale;
@@ -183,6 +184,7 @@ TokenModel<T>::TokenModel(const ModelConfig& config, Storage storage) : Model<T>
       case ModelKind::bert_rel: fail("model '", c.model, "' is not a token model");
     }
   }
+  this->mark_layers_end();
   if (final_norm_ == NormKind::affine) {
     norm_w_ = t.add("norm.alpha", {1, 1, D}, true);
     norm_b_ = t.add("norm.beta", {1, 1, D}, true);
@@ -311,7 +313,11 @@ void TokenModel<T>::backward(const T* dlogits) {
         layernorm_backward(dX_, D, g + norm_w_, g + norm_b_, dxf_, D, x_[L], D, meanf_, rstdf_, w + norm_w_, M, D);
     }
   }
-  for (int64_t l = L - 1; l >= 0; --l) layers_[l]->backward(dX_, x_[l], w, g, B);
+  this->head_grads_ready();
+  for (int64_t l = L - 1; l >= 0; --l) {
+    layers_[l]->backward(dX_, x_[l], w, g, B);
+    this->layer_grads_ready(size_t(l));
+  }
   {
     GMLP_PROFILE("bwd.patch_embed");
     if (vit_stem_) {

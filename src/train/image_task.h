@@ -32,6 +32,7 @@ class ImageTask final : public Task {
   std::string describe(int64_t train_items) const override;
   double flops_per_item() const override { return 3.0 * model_.flops_per_image(); }  // forward + 2x backward
   StepStats step(const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale) override;
+  void set_grads_ready(std::function<void(int64_t from)> ready) override { model_.set_grads_ready(std::move(ready)); }
   void after_update() override;
   nlohmann::json evaluate() override;
   void report(const nlohmann::json& row, int epochs) const override;

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/matmul.h"
+#include "dist/communicator.h"
 #include "io/base64.h"
 #include "io/safetensors.h"
 #include "ops/cross_entropy.h"
@@ -210,6 +211,7 @@ struct TextTask final : Task {
   std::function<nlohmann::json()> run_evaluate;  // figures after each epoch
   std::function<void(const nlohmann::json&, int epochs)> run_report;
   std::function<void(int epoch)> run_begin_epoch;  // optional: before the epoch's first step
+  const char* aux = nullptr;                       // the second objective's name (Task::aux_name)
   std::map<std::string, std::string> metadata;     // in every checkpoint, beside the epoch marks
 
   Trainable trainable() override { return {model->weights(), model->grads(), model->num_params(), &model->params()}; }
@@ -220,12 +222,14 @@ struct TextTask final : Task {
     return cat(model->config().model, ", ", model->num_trainable(), " params, ", n, " train ", item_unit, "s");
   }
   std::string notes() const override { return tail; }
+  const char* aux_name() const override { return aux; }
   void begin_epoch(int epoch) override {
     if (run_begin_epoch) run_begin_epoch(epoch);
   }
   StepStats step(const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale) override {
     return run_step(items, keys, B, rng, grad_scale);
   }
+  void set_grads_ready(std::function<void(int64_t from)> ready) override { model->set_grads_ready(std::move(ready)); }
   nlohmann::json evaluate() override { return run_evaluate(); }
   void report(const nlohmann::json& row, int epochs) const override { run_report(row, epochs); }
   std::vector<EpochFile> checkpoints(const std::map<std::string, std::string>& marks) override {
@@ -258,6 +262,7 @@ Start resume_from(const RunFiles& files, LmOptions& opt, TextCheckpoint& ck) {
     fail("failed to resume from '", files.state, "': metadata 'options' is malformed");
   }
   opt.out_dir = given.out_dir;
+  opt.bucket_mb = given.bucket_mb;  // how the sums run, not what the run is
   if (given.epochs > 0) opt.epochs = given.epochs;
   validate_options(opt, !opt.task.empty());
   ck = load_text_checkpoint(files.checkpoint);
@@ -331,8 +336,15 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     start = resume_from(files, opt, ck);
   } else {
     // The vocabulary is learned from the train split only.
-    ck.tokenizer = std::make_unique<Tokenizer>(Tokenizer::train(
-        documents(opt, text::Split::train), (fs::path(opt.out_dir) / "tokenizer").string(), opt.vocab_size, opt.seed));
+    // Rank 0 learns it and hands it to the other ranks of a data-parallel job.
+    dist::Communicator& comm = dist::world();
+    std::string learned;
+    if (comm.rank() == 0)
+      learned = Tokenizer::train(documents(opt, text::Split::train), (fs::path(opt.out_dir) / "tokenizer").string(),
+                                 opt.vocab_size, opt.seed)
+                    .serialized();
+    comm.broadcast(learned, 0);
+    ck.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_serialized(learned, opt.out_dir));
     ck.config = config;
     ck.config.vocab_size = ck.tokenizer->vocab_size();
     ck.config.num_classes = opt.nsp ? 2 : 0;  // the next-sentence head: 1 when B follows A
@@ -404,16 +416,12 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
   std::vector<int64_t> positions;
   // The next-sentence head's loss, labels and figures over the epoch so far.
   HeadBatch nsp_batch;
-  StepStats nsp_total;
   TextTask job;
   job.model = &model, job.tok = &tok;
   job.n_items = int64_t(opt.nsp ? pairs.size() : train_seqs.size());
   job.item_unit = "seq";
-  if (opt.nsp)
-    job.run_begin_epoch = [&](int epoch) {
-      draw_pairs(epoch);
-      nsp_total = {};
-    };
+  if (opt.nsp) job.aux = "nsp";
+  if (opt.nsp) job.run_begin_epoch = [&](int epoch) { draw_pairs(epoch); };
   job.run_step = [&](const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale) {
     inputs.resize(size_t(B) * N), labels.resize(size_t(B) * N), nsp_batch.labels.resize(size_t(B));
     short_seqs.resize(size_t(B) * N);
@@ -435,14 +443,14 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     gather_masked(labels.data(), int64_t(B) * N, positions, targets);
     model.encode(inputs.data(), B, &rng);
     const float* cls_dlogits = nullptr;
+    StepStats nsp;
     if (opt.nsp) {  // BERT's sum of the two mean losses
-      const StepStats r = nsp_batch.loss(model.classify(), B, 2, grad_scale);
-      nsp_total.add(r);
+      nsp = nsp_batch.loss(model.classify(), B, 2, grad_scale);
       cls_dlogits = nsp_batch.dlogits.data();
     }
     const auto r =
         model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true, cls_dlogits, grad_scale);
-    return StepStats{r.loss_sum, r.correct, int64_t(positions.size())};
+    return StepStats{r.loss_sum, r.correct, int64_t(positions.size()), nsp.loss_sum, nsp.correct, nsp.count};
   };
   // Masked-token figures of S masked sequences (inputs, labels): loss, arg-max and top-5 hits.
   struct Scores {
@@ -487,8 +495,6 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
       m["dev_nsp_acc"] = nsp_batch.accuracy(model, dev_pairs, "dev pairs");
       m["dev_nsp_pairs"] = dev_pairs.size();
       m["dev_nsp_total"] = dev_pairs_total;
-      m["train_nsp_loss"] = nsp_total.count ? nsp_total.loss_sum / double(nsp_total.count) : 0.0;
-      m["train_nsp_acc"] = nsp_total.count ? double(nsp_total.correct) / double(nsp_total.count) : 0.0;
     }
     return m;
   };
@@ -634,17 +640,16 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
                   {"pairs", data.pairs ? "true" : "false"}};
   job.n_items = int64_t(train_set.size());
   job.item_unit = "example";
+  if (opt.mlm_weight > 0) job.aux = "mlm";
   // With --mlm-weight: the masked copy of the batch, its masked positions and labels, and the
   // masked-token figures over the epoch so far.
   text::MaskConfig mask;
   mask.mask_prob = float(opt.mask_prob);
   std::vector<int32_t> masked, mask_labels, targets;
   std::vector<int64_t> positions;
-  StepStats mlm_total;
   if (data.kjv_pairs() || opt.mlm_weight > 0)
     job.run_begin_epoch = [&](int epoch) {
       if (data.kjv_pairs()) train_set = data.training(tok, N, epoch);  // each epoch its own negatives
-      mlm_total = {};
     };
   job.run_step = [&](const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale) {
     batch.load(train_set, items, 0, B, N);
@@ -664,10 +669,10 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
     }
     gather_masked(mask_labels.data(), n, positions, targets);
     model.encode(masked.data(), B, &rng);
-    const StepStats r = batch.loss(model.classify(), B, K, grad_scale);
+    StepStats r = batch.loss(model.classify(), B, K, grad_scale);
     const auto m = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), true, batch.dlogits.data(),
                              float(opt.mlm_weight) * grad_scale);
-    mlm_total.add({m.loss_sum, m.correct, int64_t(positions.size())});
+    r.aux_loss_sum = m.loss_sum, r.aux_correct = m.correct, r.aux_count = int64_t(positions.size());
     return r;
   };
   job.run_evaluate = [&] {
@@ -679,10 +684,6 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
       m["test_acc"] = batch.accuracy(model, test_set, "test examples");
       m["test_count"] = test_set.size();
       m["test_total"] = test_total;
-    }
-    if (opt.mlm_weight > 0 && mlm_total.count > 0) {
-      m["train_mlm_loss"] = mlm_total.loss_sum / double(mlm_total.count);
-      m["train_mlm_acc"] = double(mlm_total.correct) / double(mlm_total.count);
     }
     return m;
   };

@@ -21,12 +21,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/rng.h"
+#include "dist/communicator.h"
 #include "nn/model.h"
 #include "train/run_dir.h"
 #include "train/run_files.h"
@@ -49,6 +51,10 @@ struct RunOptions {
   int train_limit = 0;  // train on N items only (0: all)
   int eval_limit = 0;   // evaluate on N items drawn by the seed (eval_subset.h), the same every epoch (0: all)
   std::string precision = "f32";  // matrix products: f32, or bf16 with fp32 accumulation and master weights
+  // Data-parallel: the gradients are summed over the ranks in chunks of this many MB, each started
+  // as soon as backward has finished it (0: one sum after backward). Not part of a run's record:
+  // the sums are the same bits whatever the chunks.
+  double bucket_mb = 4;
 };
 
 // validate_run_options (guards.h) checks these before a run touches the disk.
@@ -62,11 +68,17 @@ struct TrainResult {
 // The seed of the random draws of the item at position `position` of epoch `epoch`'s order.
 uint64_t item_key(uint64_t seed, int epoch, int64_t position);
 
-// Sums over the items (or masked tokens) of a step or an epoch.
+// Sums over the items (or masked tokens) of a step or an epoch; aux_*: the same of a second
+// objective beside the first, when the task has one (Task::aux_name).
 struct StepStats {
   double loss_sum = 0;  // the loss summed over the counted terms
   int64_t correct = 0, count = 0;
-  void add(const StepStats& o) { loss_sum += o.loss_sum, correct += o.correct, count += o.count; }
+  double aux_loss_sum = 0;
+  int64_t aux_correct = 0, aux_count = 0;
+  void add(const StepStats& o) {
+    loss_sum += o.loss_sum, correct += o.correct, count += o.count;
+    aux_loss_sum += o.aux_loss_sum, aux_correct += o.aux_correct, aux_count += o.aux_count;
+  }
   double mean_loss() const { return count ? loss_sum / double(count) : 0.0; }
   double accuracy() const { return count ? double(correct) / double(count) : 0.0; }
 };
@@ -93,6 +105,9 @@ class Task {
   virtual std::string describe(int64_t train_items) const = 0;
   // What the opening line ends with, after the precision: ", drop path 0.1" (empty: nothing).
   virtual std::string notes() const { return ""; }
+  // The second objective's name, whose epoch figures the metrics row gets as train_NAME_loss and
+  // train_NAME_acc (StepStats' aux sums), or nullptr: none.
+  virtual const char* aux_name() const { return nullptr; }
   // Floating-point operations of one item's forward and backward (0: not counted).
   virtual double flops_per_item() const { return 0; }
   virtual void begin_epoch(int /*epoch*/) {}
@@ -101,6 +116,8 @@ class Task {
   // gradients, scaled by grad_scale (the loss that is differentiated is grad_scale times the
   // micro-batch's mean). Returns the micro-batch's sums.
   virtual StepStats step(const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale) = 0;
+  // Hands the model backward's report of finished gradients (ParamModel::set_grads_ready).
+  virtual void set_grads_ready(std::function<void(int64_t from)> ready) = 0;
   // After each optimizer update (the moving average of the weights, when kept).
   virtual void after_update() {}
   // The figures of an epoch's evaluation, merged into its metrics row.
@@ -121,13 +138,40 @@ struct ResumePoint {
   const RunState* state = nullptr;  // set when resuming
 };
 
-// The gradients of one step, on the items items[0..B) with their keys (item_key): zeroed, then
-// K micro-batches of B/K run one after another into them, each weighted 1/K, each drawing its
-// shared randomness (Mixup/CutMix, drop path) from its first item's key. Returns the step's sums;
-// loss gets the micro-batches' mean losses weighted 1/K. What run_loop does before clipping and
-// AdamW.
-StepStats step_gradients(Task& task, const Trainable& p, const int* items, const uint64_t* keys, int B, int K,
-                         double* loss = nullptr);
+// The gradients of one step, on the items items[0..B) with their keys (item_key), split into K
+// micro-batches of B/K, each weighted 1/K, each drawing its shared randomness (Mixup/CutMix, drop
+// path) from its first item's key; what run_loop does before clipping and AdamW.
+//
+// Data-parallel: of the K micro-batches (K a multiple of the communicator's ranks), rank r runs
+// the r-th run of K/ranks, and the gradients are summed over the ranks in rank order
+// (dist/communicator.h). With one micro-batch a rank, the sum runs in chunks of chunk_elems
+// gradients while backward goes on (each chunk as soon as backward has finished it; 0: one sum
+// after backward). With several, a rank adds its own first and the sum follows.
+//
+// Exactness. With more than one micro-batch in all, each micro-batch's gradients are computed into
+// zeros and added into an accumulator that starts at zero, in micro-batch order; the ranks' sum
+// adds in the same order. So N ranks with one micro-batch each give the bits of one process with
+// K = N, whatever the chunks. With several micro-batches a rank the order is the ranks' partial
+// sums', so N ranks x K/N equal one process x K up to summation order only.
+class StepGradients {
+ public:
+  static constexpr int64_t kChunkElems = int64_t(1) << 20;  // 4 MB of float gradients
+
+  StepGradients(Task& task, int B, int K, dist::Communicator& comm = dist::world(), int64_t chunk_elems = kChunkElems);
+  // Zeroes the gradients and computes the step's into them. Returns the step's sums over every
+  // rank; loss gets the micro-batches' mean losses weighted 1/K, summed over the ranks.
+  StepStats run(const int* items, const uint64_t* keys, double* loss = nullptr);
+
+ private:
+  StepStats micro_batch(int k, const int* items, const uint64_t* keys, double& mean);
+
+  Task& task_;
+  const Trainable p_;
+  dist::Communicator& comm_;
+  const int B_, K_, micro_, mine_;  // mine_: micro-batches on this rank
+  const int64_t chunk_elems_;
+  std::vector<float> sum_;  // the accumulator, with more than one micro-batch in all
+};
 
 // Called at the end of every training step, with the steps done so far in the run, on the thread
 // that runs the loop (nullptr: none). For tests and tools that watch a step from outside: what

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "dist/communicator.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 
@@ -110,6 +111,15 @@ StopSignals::~StopSignals() {
 
 int StopSignals::received() { return stop_signal.load(); }
 
+int StopSignals::received_anywhere() {
+  dist::Communicator& comm = dist::world();
+  const int mine = received();
+  if (comm.size() == 1) return mine;
+  double asked[2] = {double(mine == SIGINT), double(mine != 0 && mine != SIGINT)};
+  comm.sum(asked, 2);
+  return asked[0] > 0 ? SIGINT : asked[1] > 0 ? SIGTERM : 0;
+}
+
 // --- FolderLock -------------------------------------------------------------------------------
 
 FolderLock::FolderLock(const std::string& dir) : path_((fs::path(dir) / kLockFile).string()) {
@@ -163,6 +173,24 @@ bool remove_temporaries(const std::string& dir) {
 
 RunDir::RunDir(std::string dir, std::string command, RunStart start)
     : dir_(std::move(dir)), command_(std::move(command)) {
+  dist::Communicator& comm = dist::world();
+  if (comm.size() == 1 || start == RunStart::inspect) {
+    open(start);
+    return;
+  }
+  // A data-parallel run: rank 0 alone takes, repairs and writes the folder; the others wait until
+  // it has, learn its epoch, and write nothing.
+  if (comm.rank() == 0) open(start);
+  comm.barrier();
+  int epoch = epoch_;
+  comm.broadcast(&epoch, sizeof epoch, 0);
+  if (comm.rank() != 0) {
+    writer_ = false, epoch_ = epoch;
+    signals_ = std::make_unique<StopSignals>();
+  }
+}
+
+void RunDir::open(RunStart start) {
   std::error_code ec;
   const bool exists = fs::exists(dir_, ec);
   if (!exists && start == RunStart::resume) fail("failed to resume: '", dir_, "' does not exist");
@@ -294,6 +322,10 @@ void RunDir::remove_run() {
 
 void RunDir::commit(int epoch, const std::vector<EpochFile>& files) {
   GMLP_CHECK(epoch > epoch_ && !files.empty());
+  if (!writer_) {
+    epoch_ = epoch;
+    return;
+  }
   const CrashTest crash_test;
   std::vector<std::string> names;
   try {
@@ -319,8 +351,9 @@ void RunDir::commit(int epoch, const std::vector<EpochFile>& files) {
 }
 
 void RunDir::check_stop(int epochs) const {
-  const int sig = StopSignals::received();
-  if (!sig || !signals_) return;
+  if (!signals_) return;
+  const int sig = StopSignals::received_anywhere();
+  if (!sig) return;
   Interrupted stop;
   stop.signal = sig, stop.dir = dir_, stop.command = command_, stop.epoch = epoch_, stop.epochs = epochs;
   throw stop;

@@ -59,6 +59,10 @@ class StopSignals {
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
   static int received();  // the signal that asked the run to stop, or 0
+  // The signal any rank of the job (dist::world()) received, or 0, the same on every rank: a
+  // collective call, so that all ranks stop at the same point (mpirun passes a signal on to every
+  // rank, each in its own time). A single process's received().
+  static int received_anywhere();
 };
 
 // flock(2) on DIR/.lock, with this process's pid written in it; removed on release. Throws a
@@ -87,6 +91,9 @@ class RunDir {
   // commit; then fresh refuses a folder that holds a run (one line: the folder, its epochs,
   // --resume DIR or --overwrite), overwrite removes it, resume fails without one. Everything
   // but inspect installs StopSignals. Throws a one-line gmlp::Error.
+  //
+  // In a data-parallel job (dist::world() of several ranks) only rank 0 does all that and writes
+  // the folder; the others open it after rank 0 has, take its epoch, and commit nothing.
   RunDir(std::string dir, std::string command, RunStart start);
   // Releases the lock; a folder this RunDir created and committed nothing to is removed.
   ~RunDir();
@@ -100,10 +107,12 @@ class RunDir {
   // Commits `epoch` (> epoch()) with exactly these files, written in this order, as above.
   void commit(int epoch, const std::vector<EpochFile>& files);
 
-  // Throws Interrupted if SIGINT or SIGTERM has arrived; `epochs` is the run's planned total.
+  // Throws Interrupted if SIGINT or SIGTERM has arrived at any rank (StopSignals::received_anywhere:
+  // every rank of a job must call it at the same point); `epochs` is the run's planned total.
   void check_stop(int epochs) const;
 
  private:
+  void open(RunStart start);
   void recover();
   void remove_run();
   void release() noexcept;
@@ -113,6 +122,7 @@ class RunDir {
   std::vector<std::string> files_;  // the committed epoch's files
   int epoch_ = 0;
   bool created_ = false;
+  bool writer_ = true;  // false on the ranks of a data-parallel job other than 0
   std::unique_ptr<FolderLock> lock_;
   std::unique_ptr<StopSignals> signals_;
 };

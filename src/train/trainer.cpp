@@ -111,6 +111,7 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
     start.step = state.step;
     start.state = &state;
     opt.out_dir = options_in.out_dir;
+    opt.bucket_mb = options_in.bucket_mb;  // how the sums run, not what the run is
     if (epochs_wanted > 0) opt.epochs = epochs_wanted;
     validate_options(opt);
     Checkpoint ck = load_at_epoch(files, files.checkpoint, start.epoch);
