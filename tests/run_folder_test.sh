@@ -161,7 +161,7 @@ with safe_open(sys.argv[1], "np") as f:
 then ok "compare --overwrite trains its models again"; else bad "compare --overwrite: $(tail -2 "$WORK/cmp.log")"; fi
 
 # --- --resume keeps the run's options: others are usage errors naming them -----------------------
-expect_error "train --resume with --lr" 2 "^--lr: cannot be given with --resume, which continues the run with its own options \(with it, only --epochs, --threads and --config apply\)" -- \
+expect_error "train --resume with --lr" 2 "^--lr: cannot be given with --resume, which continues the run with its own options \(with it, only --epochs, --threads, --bucket-mb and --config apply\)" -- \
   "$GMLP" train --resume "$WORK/tr_ref" --lr 0.1
 expect_error "train --resume with --data-dir" 2 "^--data-dir: cannot be given with --resume" -- \
   "$GMLP" train --resume "$WORK/tr_ref" --data-dir "$WORK/data"
