@@ -145,7 +145,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=128, help="the global batch of one step")
     ap.add_argument("--repeats", type=int, default=5, help="rounds, each running every configuration once")
     ap.add_argument("--reps", type=int, default=5, help="timed repetitions within each run (>= 0.3 s each)")
-    ap.add_argument("--bucket-mb", type=float, default=4, help="gmlp's gradient chunks under mpirun")
+    ap.add_argument("--bucket-mb", type=float, default=1, help="gmlp's gradient chunks under mpirun")
     ap.add_argument("--train-images", type=int, default=0, help="also time gmlp train on this many images")
     ap.add_argument("--out", default="runs/distributed")
     ap.add_argument("--torch-worker", help=argparse.SUPPRESS)

@@ -85,7 +85,7 @@ void add_bench(CLI::App& app) {
   struct Args {
     std::string preset, checkpoint, precision = "f32";
     int batch_size = 64, threads = 0, warmup = 3, reps = 10;
-    double bucket_mb = 4;
+    double bucket_mb = 1;
     bool json = false, profile = false;
   };
   auto args = std::make_shared<Args>();

@@ -54,7 +54,7 @@ struct RunOptions {
   // Data-parallel: the gradients are summed over the ranks in chunks of this many MB, each started
   // as soon as backward has finished it (0: one sum after backward). Not part of a run's record:
   // the sums are the same bits whatever the chunks.
-  double bucket_mb = 4;
+  double bucket_mb = 1;
 };
 
 // validate_run_options (guards.h) checks these before a run touches the disk.
@@ -155,7 +155,7 @@ struct ResumePoint {
 // sums', so N ranks x K/N equal one process x K up to summation order only.
 class StepGradients {
  public:
-  static constexpr int64_t kChunkElems = int64_t(1) << 20;  // 4 MB of float gradients
+  static constexpr int64_t kChunkElems = int64_t(1) << 18;  // 1 MB of float gradients
 
   StepGradients(Task& task, int B, int K, dist::Communicator& comm = dist::world(), int64_t chunk_elems = kChunkElems);
   // Zeroes the gradients and computes the step's into them. Returns the step's sums over every
