@@ -8,10 +8,8 @@ set -uo pipefail
 GMLP=$1
 WORK=$2
 rm -rf "$WORK" && mkdir -p "$WORK"
-failures=0
-passes=0
-ok() { echo "ok    $1"; passes=$((passes + 1)); }
-bad() { echo "FAIL  $1"; failures=$((failures + 1)); }
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
 
 # expect_error NAME STATUS PATTERN -- command...: the command exits with STATUS and its stderr is
 # one line matching PATTERN.
@@ -806,5 +804,4 @@ expect_error "pretrain --short-seq-prob with --nsp" 1 "--short-seq-prob is for m
 expect_error "finetune longer than pretraining" 1 "expected --seq-len <= the pretraining length 32, found 64" -- \
   "$GMLP" finetune --init "$LMCK" --task ot-nt --seq-len 64 --out "$WORK/ft64"
 
-echo "$passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

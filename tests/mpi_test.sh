@@ -15,10 +15,8 @@ set -uo pipefail
 GMLP=$1
 WORK=$2
 rm -rf "$WORK" && mkdir -p "$WORK"
-failures=0
-passes=0
-ok() { echo "ok    $1"; passes=$((passes + 1)); }
-bad() { echo "FAIL  $1"; failures=$((failures + 1)); }
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
 
 if ! command -v mpirun >/dev/null; then
   echo "FAIL  mpirun not found: scripts/setup.sh installs Open MPI"
@@ -33,12 +31,6 @@ fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpi2() { timeout 300 mpirun -np 2 --bind-to none "$@"; }
 
-# same_files A B FILE...: each FILE is identical in folders A and B.
-same_files() {
-  local a=$1 b=$2 f
-  shift 2
-  for f in "$@"; do cmp -s "$a/$f" "$b/$f" || return 1; done
-}
 RUN_FILES="checkpoint.safetensors train_state.safetensors run.json"
 # same_metrics A B: the two folders' metrics.jsonl agree in every figure but the timings.
 same_metrics() {
@@ -51,16 +43,7 @@ sys.exit(0 if rows(sys.argv[1]) == rows(sys.argv[2]) else 1)
 PY
 }
 
-python3 - "$WORK/data" <<'PY'
-import gzip, os, sys
-src, out = "/usr/share/datasets/fashion-mnist", sys.argv[1]
-os.makedirs(out)
-for prefix, n in (("train", 512), ("t10k", 100)):
-    for kind, head, size in (("images-idx3", 16, 784), ("labels-idx1", 8, 1)):
-        raw = gzip.open(f"{src}/{prefix}-{kind}-ubyte.gz").read(head + n * size)
-        with open(f"{out}/{prefix}-{kind}-ubyte", "wb") as f:
-            f.write(raw[:4] + n.to_bytes(4, "big") + raw[8:head] + raw[head:])
-PY
+fmnist_subset "$WORK/data" 512 100
 
 # The runs, as argument lists of gmlp: one process runs "$GMLP" "${ITRAIN[@]}", two ranks
 # mpirun ... "$GMLP" "${ITRAIN[@]}".
@@ -199,5 +182,4 @@ else
   bad "gmlp bench under mpirun: $(echo "$out" | head -3)"
 fi
 
-echo "$passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

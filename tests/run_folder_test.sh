@@ -20,10 +20,8 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 # a kill -9 nor a signal tests it (the page cache outlives the process).
 CRASH=$(mktemp -d "$( [ -w /dev/shm ] && echo /dev/shm || echo "$WORK")/gmlp_run_folder.XXXXXX")
 trap 'rm -rf "$CRASH"' EXIT
-failures=0
-passes=0
-ok() { echo "ok    $1"; passes=$((passes + 1)); }
-bad() { echo "FAIL  $1"; failures=$((failures + 1)); }
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
 
 # expect_error NAME STATUS PATTERN -- command...: the command exits with STATUS and its stderr
 # matches PATTERN, on one line when STATUS is 1.
@@ -43,27 +41,12 @@ expect_error() {
   fi
 }
 
-# same_files A B FILE...: each FILE is identical in folders A and B.
-same_files() {
-  local a=$1 b=$2 f
-  shift 2
-  for f in "$@"; do cmp -s "$a/$f" "$b/$f" || return 1; done
-}
 
 # Leftovers of an interrupted save: temporaries and staged files.
 leftovers() { find "$1" -name '*.tmp.*' -o -name '*.epoch-*' | head -3; }
 
 # 200 training and 100 test images of Fashion-MNIST as raw IDX files: a run starts in a blink.
-python3 - "$WORK/data" <<'PY'
-import gzip, os, sys
-src, out = "/usr/share/datasets/fashion-mnist", sys.argv[1]
-os.makedirs(out)
-for prefix, n in (("train", 200), ("t10k", 100)):
-    for kind, head, size in (("images-idx3", 16, 784), ("labels-idx1", 8, 1)):
-        raw = gzip.open(f"{src}/{prefix}-{kind}-ubyte.gz").read(head + n * size)
-        with open(f"{out}/{prefix}-{kind}-ubyte", "wb") as f:
-            f.write(raw[:4] + n.to_bytes(4, "big") + raw[8:head] + raw[head:])
-PY
+fmnist_subset "$WORK/data" 200 100
 bible -f Gen1:1-Gen5:32 | cut -d' ' -f2- >"$WORK/corpus.txt"
 itrain() { "$GMLP" train --preset fmnist-ti --set depth=1 --set dim=32 --set ffn=128 --data-dir "$WORK/data" --batch-size 50 --seed 5 --threads 1 "$@"; }
 ptrain() { "$GMLP" pretrain --preset kjv-gmlp --set depth=1 --set dim=16 --set ffn=32 --set seq_len=16 --vocab-size 200 \
@@ -251,5 +234,4 @@ else
   kill -- -$BG 2>/dev/null
 fi
 
-echo "$passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish
