@@ -131,6 +131,23 @@ TEST(GradsReady, ReportedGradientsAreFinalForEveryImageKind) {
   }
 }
 
+// An inference-only process (eval, predict, serve, the library) holds no gradients: they come
+// with the first training plan.
+TEST(Plan, GradientsComeWithATrainingPlanOnly) {
+  ModelConfig cfg = find_preset("fmnist-s").config;
+  auto model = make_model<float>(cfg);
+  model->plan(8, Mode::infer);
+  EXPECT_EQ(model->grads(), nullptr);
+  model->plan(8);
+  ASSERT_NE(model->grads(), nullptr);
+  for (int64_t i = 0; i < model->num_params(); ++i) ASSERT_EQ(model->grads()[i], 0.f);
+  TextConfig text = find_text_preset("kjv-gmlp").config;
+  text.depth = 1, text.vocab_size = 50;
+  TextModel<float> lm(text);
+  lm.plan(2, Mode::infer);
+  EXPECT_EQ(lm.grads(), nullptr);
+}
+
 TEST(GradsReady, ReportedGradientsAreFinalForTextModels) {
   for (const char* name : {"kjv-gmlp", "kjv-amlp", "kjv-bert", "kjv-bert-rel"}) {
     SCOPED_TRACE(name);

@@ -83,7 +83,7 @@ void print_profile(const char* what, const std::vector<profile::Entry>& prof) {
 
 void add_bench(CLI::App& app) {
   struct Args {
-    std::string preset, checkpoint, precision = "f32";
+    std::string preset, checkpoint, precision = "f32", mode = "all";
     int batch_size = 64, threads = 0, warmup = 3, reps = 10;
     double bucket_mb = 1;
     bool json = false, profile = false;
@@ -106,6 +106,11 @@ void add_bench(CLI::App& app) {
                   "backward runs (0: one sum after backward)")
       ->type_name("MB")
       ->check(real_in(0, INFINITY, Ends::closed))
+      ->capture_default_str();
+  sub->add_option("--mode", args->mode,
+                  "What to measure: all, train (the training step) or infer (inference only: the model never "
+                  "plans training, so the peak RSS is an inference process's)")
+      ->check(CLI::IsMember({"all", "train", "infer"}))
       ->capture_default_str();
   sub->add_flag("--json", args->json, "Print one JSON object");
   sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")
@@ -138,13 +143,16 @@ void add_bench(CLI::App& app) {
     const int64_t ranks = comm.size(), Bt = B / ranks;
     if (B % ranks != 0)
       fail("invalid --batch-size ", B, ": expected a multiple of the ", ranks, " ranks, which share each step");
-    model->plan(B);  // first: it refuses a batch whose activations cannot fit, naming --batch-size
+    const bool training = args->mode != "infer", inference = args->mode != "train";
+    // First: it refuses a batch whose activations cannot fit, naming --batch-size.
+    model->plan(B, training ? Mode::train : Mode::infer);
     Rng rng(1);
     std::vector<float> input(B * image_size), probs(B * K), dlogits(B * K);
     for (auto& x : input) x = float(rng.normal());
     std::vector<int32_t> labels(B);
     for (auto& l : labels) l = int32_t(rng.below(K));
-    AdamW<float> adamw(model->params(), AdamWConfig{});
+    std::unique_ptr<AdamW<float>> adamw;
+    if (training) adamw = std::make_unique<AdamW<float>>(model->params(), AdamWConfig{});
     const int64_t chunk = int64_t(args->bucket_mb * (1 << 20) / sizeof(float));
     auto train_step = [&] {
       const float* logits = model->forward(input.data(), Bt, &rng);
@@ -168,23 +176,26 @@ void add_bench(CLI::App& app) {
         sum.finish();
       }
       const profile::Scope p("optimizer");
-      optimizer_step(adamw, model->weights(), model->grads(), model->num_params(), 1.0, 1e-4);
+      optimizer_step(*adamw, model->weights(), model->grads(), model->num_params(), 1.0, 1e-4);
     };
-    const Timing train = measure(train_step, int(B), args->warmup, args->reps, ranks > 1);
+    Timing train, infer, infer1;
+    if (training) train = measure(train_step, int(B), args->warmup, args->reps, ranks > 1);
     // Profiled runs: enough for about a second each at the measured speed.
     const auto profile_steps = [](double per_s, int images) { return std::max(5, int(per_s / images)); };
     std::vector<profile::Entry> prof_train, prof_infer, prof_infer1;
-    if (args->profile) {
+    if (args->profile && training) {
       int steps = profile_steps(train.median, int(B));
       comm.broadcast(&steps, sizeof steps, 0);
       prof_train = profile_per_op(train_step, steps);
     }
-    model->plan(B, Mode::infer);  // what eval and predict use
+    if (training) model->plan(B, Mode::infer);  // what eval and predict use
     const auto infer_step = [&] { model->infer(input.data(), B); };
-    const Timing infer = measure(infer_step, int(B), args->warmup, args->reps);
     const auto infer1_step = [&] { model->forward(input.data(), 1); };
-    const Timing infer1 = measure(infer1_step, 1, args->warmup, args->reps);
-    if (args->profile) {
+    if (inference) {
+      infer = measure(infer_step, int(B), args->warmup, args->reps);
+      infer1 = measure(infer1_step, 1, args->warmup, args->reps);
+    }
+    if (args->profile && inference) {
       prof_infer = profile_per_op(infer_step, profile_steps(infer.median, int(B)));
       prof_infer1 = profile_per_op(infer1_step, profile_steps(infer1.median, 1));
     }
@@ -200,17 +211,22 @@ void add_bench(CLI::App& app) {
                           {"config", cfg.to_json()},
                           {"params", model->num_params()},
                           {"flops_per_image", flops},
-                          {"train_images_per_s", train.median},
-                          {"train_spread", {train.min, train.max}},
-                          {"train_gflops_per_s", train_gflops},
-                          {"infer_images_per_s", infer.median},
-                          {"infer_spread", {infer.min, infer.max}},
-                          {"infer_gflops_per_s", infer_gflops},
-                          {"infer1_images_per_s", infer1.median},
-                          {"infer1_spread", {infer1.min, infer1.max}},
-                          {"infer1_latency_ms", 1e3 / infer1.median},
+                          {"mode", args->mode},
                           {"peak_rss_mb", peak},
                           {"rss_before_model_mb", rss_start}};
+      if (training) {
+        j["train_images_per_s"] = train.median;
+        j["train_spread"] = {train.min, train.max};
+        j["train_gflops_per_s"] = train_gflops;
+      }
+      if (inference) {
+        j["infer_images_per_s"] = infer.median;
+        j["infer_spread"] = {infer.min, infer.max};
+        j["infer_gflops_per_s"] = infer_gflops;
+        j["infer1_images_per_s"] = infer1.median;
+        j["infer1_spread"] = {infer1.min, infer1.max};
+        j["infer1_latency_ms"] = 1e3 / infer1.median;
+      }
       for (const auto& e : prof_train) j["profile_ms_per_step"][e.name] = 1e3 * e.seconds;
       for (const auto& e : prof_infer) j["profile_ms_per_infer_batch"][e.name] = 1e3 * e.seconds;
       for (const auto& e : prof_infer1) j["profile_ms_per_infer1"][e.name] = 1e3 * e.seconds;
@@ -220,15 +236,18 @@ void add_bench(CLI::App& app) {
     const std::string job = ranks > 1 ? cat(" (", comm.describe(), ", ", Bt, " images each)") : std::string();
     std::printf("gmlp bench  %ld params, %.1f MFLOP/image, batch %ld%s, %d threads, %s\n", long(model->num_params()),
                 flops / 1e6, long(B), job.c_str(), num_threads(), precision_name(precision));
-    std::printf("train step    %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", train.median, train.min, train.max,
-                train_gflops);
-    std::printf("inference     %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", infer.median, infer.min, infer.max,
-                infer_gflops);
-    std::printf("inference b=1 %9.1f images/s  [%.1f, %.1f]  (%.3f ms)\n", infer1.median, infer1.min, infer1.max,
-                1e3 / infer1.median);
-    std::printf("peak RSS      %9.1f MB\n", peak);
-    if (args->profile) {
-      print_profile(("a training step, batch " + std::to_string(B)).c_str(), prof_train);
+    if (training)
+      std::printf("train step    %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", train.median, train.min, train.max,
+                  train_gflops);
+    if (inference) {
+      std::printf("inference     %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", infer.median, infer.min, infer.max,
+                  infer_gflops);
+      std::printf("inference b=1 %9.1f images/s  [%.1f, %.1f]  (%.3f ms)\n", infer1.median, infer1.min, infer1.max,
+                  1e3 / infer1.median);
+    }
+    std::printf("peak RSS      %9.1f MB%s\n", peak, training ? "" : " (inference only)");
+    if (args->profile && training) print_profile(("a training step, batch " + std::to_string(B)).c_str(), prof_train);
+    if (args->profile && inference) {
       print_profile(("inference, batch " + std::to_string(B)).c_str(), prof_infer);
       print_profile("inference, batch 1", prof_infer1);
     }

@@ -141,8 +141,7 @@ void ParamModel<T>::allocate_params(Storage storage, const nlohmann::json& confi
                        cat("the weights and gradients of a model of ", thousands_sep(n), " parameters"),
                        cat(" (", largest_tensor(table_.list(), config), ")"));
   if (storage == Storage::table_only) return;
-  w_.resize(size_t(n));
-  g_.resize(size_t(n));
+  w_.resize(size_t(n));  // the gradients come with a training plan (plan): inference has none
 }
 
 template <class T>
@@ -163,6 +162,7 @@ void ParamModel<T>::plan(int64_t max_batch, Mode mode) {
                            thousands_sep(max_batch)),
                        " (lower --batch-size)");
   arena.allocate(acts_);
+  if (mode == Mode::train && g_.size() != w_.size()) g_.resize(w_.size());
   max_batch_ = max_batch;
   mode_ = mode;
 }

@@ -106,6 +106,8 @@ class ParamModel {
   int64_t num_trainable() const;
   T* weights() { return w_.data(); }
   const T* weights() const { return w_.data(); }
+  // The gradients, allocated by the first training plan (plan(B, Mode::train)); before it, null:
+  // a model that only runs inference holds none.
   T* grads() { return g_.data(); }
   const T* grads() const { return g_.data(); }
   const ParamInfo& param(const std::string& name) const;  // throws gmlp::Error if unknown
