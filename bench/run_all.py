@@ -47,6 +47,7 @@ TORCH_MODES = {"eager": ("eager", None), "compile": ("compile", None),
                "openvino": ("openvino", "torch"), "openvino-gmlp": ("openvino", "gmlp"),
                "openvino-default": ("openvino-default", "torch"),
                "openvino-default-gmlp": ("openvino-default", "gmlp")}
+RUNTIME_MODES = {"onnxruntime", "openvino", "openvino-default"}  # inference only, in a process of their own
 COLUMN_NAMES = {"eager": "PyTorch eager", "compile": "PyTorch compile",
                 "max-autotune": "PyTorch compile max-autotune", "autocast": "PyTorch autocast bf16",
                 "onnxruntime": "ONNX Runtime (PyTorch's ONNX)", "onnxruntime-gmlp": "ONNX Runtime (gmlp's ONNX)",
@@ -242,7 +243,10 @@ def bench_shape(a, preset, batch, gmlp_bf16):
     cfg = info["config"]
     common = ["--preset", preset, "--batch-size", str(batch), "--threads", str(a.threads),
               "--reps", str(a.reps), "--warmup", str(a.warmup), "--json"]
-    commands = {("gmlp", "fp32"): [a.gmlp, "bench"] + common}
+    commands = {("gmlp", "fp32"): [a.gmlp, "bench"] + common,
+                # An inference-only process, whose peak RSS is set beside the runtimes' (theirs run
+                # inference only too); the first command's trains first.
+                ("gmlp", "infer"): [a.gmlp, "bench"] + common + ["--mode", "infer"]}
     if gmlp_bf16:
         commands[("gmlp", "bf16")] = [a.gmlp, "bench"] + common + ["--precision", "bf16"]
     for key, (mode, onnx_from) in TORCH_MODES.items():
@@ -259,7 +263,7 @@ def bench_shape(a, preset, batch, gmlp_bf16):
         for k, cmd in commands.items():
             runs[k].append(run_json(cmd))
     merged = {k: merge_rounds(v) for k, v in runs.items()}
-    gmlp = {"fp32": merged[("gmlp", "fp32")]}
+    gmlp = {"fp32": dict(merged[("gmlp", "fp32")], inference_process=merged[("gmlp", "infer")])}
     # Without native bf16 gmlp falls back to fp32 (and says so): that run is not a bf16 column.
     if gmlp_bf16 and merged[("gmlp", "bf16")].get("precision", "bf16") == "bf16":
         gmlp["bf16"] = merged[("gmlp", "bf16")]
@@ -274,10 +278,14 @@ def gmlp_cells(r, B):
     """Row name -> (median, [min, max] or None) for a `gmlp bench --json` result."""
     if "error" in r:
         return {}
-    return {"train": (r["train_images_per_s"], r.get("train_spread")),
-            "infer": (r["infer_images_per_s"], r.get("infer_spread")),
-            "infer1": (r["infer1_images_per_s"], r.get("infer1_spread")),
-            "rss": (r["peak_rss_mb"], r["peak_rss_mb"] - r["rss_before_model_mb"])}
+    cells = {"train": (r["train_images_per_s"], r.get("train_spread")),
+             "infer": (r["infer_images_per_s"], r.get("infer_spread")),
+             "infer1": (r["infer1_images_per_s"], r.get("infer1_spread")),
+             "rss": (r["peak_rss_mb"], r["peak_rss_mb"] - r["rss_before_model_mb"])}
+    alone = r.get("inference_process", {})
+    if alone.get("peak_rss_mb") is not None and "error" not in alone:
+        cells["rss_infer"] = (alone["peak_rss_mb"], alone["peak_rss_mb"] - alone["rss_before_model_mb"])
+    return cells
 
 
 def torch_cells(r, B):
@@ -291,6 +299,8 @@ def torch_cells(r, B):
             cells[row] = (m["images_per_s"], m["spread"])
     if r.get("peak_rss_mb") is not None and "error" not in r:
         cells["rss"] = (r["peak_rss_mb"], r["peak_rss_mb"] - r["rss_before_model_mb"])
+        if r.get("mode") in RUNTIME_MODES:  # the runtime's own process runs inference only
+            cells["rss_infer"] = cells["rss"]
     return cells
 
 
@@ -325,7 +335,8 @@ def print_table(shape, peak, native_bf16):
     rows = [("train", f"train step, batch {B} (images/s)", 3 * flop),
             ("infer", f"inference, batch {B} (images/s)", flop),
             ("infer1", "inference, batch 1 (images/s)", flop),
-            ("rss", "peak RSS, MB (+ above start)", None)]
+            ("rss", "peak RSS, MB (+ above start)", None),
+            ("rss_infer", "peak RSS of an inference-only process, MB (+ above start)", None)]
     by_name = dict(columns)
     print("| | " + " | ".join(n for n, _ in columns) + " | " + " | ".join(n for n, _, _ in ratios) + " |")
     print("|---|" + "---:|" * (len(columns) + len(ratios)))
@@ -334,7 +345,7 @@ def print_table(shape, peak, native_bf16):
         for name, col in columns:
             if key not in col:
                 cells.append("–")
-            elif key == "rss":
+            elif key in ("rss", "rss_infer"):
                 cells.append(f"{col[key][0]:,.0f} (+{col[key][1]:,.0f})")
             else:
                 cells.append(fmt_rate(col[key], gflop if name.startswith("gmlp") else None, peak))
