@@ -29,6 +29,10 @@ fi
 # As root Open MPI needs leave to run; in a container its shared-memory transport cannot use
 # cross-memory attach. Each rank runs one thread; --bind-to none leaves the threads unpinned.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+# Under make test-sanitize: Open MPI leaks at MPI_Finalize, in plugins it has unloaded by the time
+# LeakSanitizer reports (their frames cannot be named, so not suppressed). Memory errors are still
+# checked here; gmlp's own leaks are checked by every test that runs without MPI.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 mpi2() { timeout 300 mpirun -np 2 --bind-to none "$@"; }
 
 RUN_FILES="checkpoint.safetensors train_state.safetensors run.json"
