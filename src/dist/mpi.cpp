@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <vector>
@@ -33,6 +34,33 @@ MPI_Datatype datatype<double>() {
 
 class MpiWorld;
 
+// A sum in flight, whatever its element type, as MpiWorld::progress moves it through its phases.
+class Phased : public Request {
+ public:
+  bool test() override;
+  void wait() override {
+    while (!test()) {
+    }
+  }
+
+ protected:
+  friend class MpiWorld;
+  enum class Phase { scatter, gather, done };
+  explicit Phased(MpiWorld& world) : world_(world) {}
+  // Tests the phase's request; false while it runs.
+  bool phase_done() {
+    int flag = 0;
+    check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+    return flag != 0;
+  }
+  // The scatter has arrived: adds this rank's chunk and starts the gather on `comm`.
+  virtual void reduce_and_gather(MPI_Comm comm) = 0;
+
+  MpiWorld& world_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  Phase phase_ = Phase::scatter;
+};
+
 // The rank-order sum of communicator.h as a reduce-scatter and an all-gather, the traffic of a
 // ring allreduce (each rank sends and receives 2(N-1)/N of the array) with a fixed order of
 // addition: rank r owns chunk r of the array; every rank sends its piece of chunk r to rank r
@@ -46,32 +74,19 @@ class MpiWorld;
 // (the same on every rank), and MpiWorld::progress moves sums to their second phase in that
 // order too, never one before another started earlier.
 template <class T>
-class OrderedSum final : public Request {
+class OrderedSum final : public Phased {
  public:
   OrderedSum(MpiWorld& world, T* data, int64_t n);
   ~OrderedSum() override;
-  bool test() override;
-  void wait() override {
-    while (!test()) {
-    }
-  }
 
  private:
-  friend class MpiWorld;
-  enum class Phase { scatter, gather, done };
-  // Tests the phase's request; false while it runs.
-  bool phase_done() {
-    int flag = 0;
-    check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
-    return flag != 0;
-  }
-  // The scatter has arrived: adds this rank's chunk in rank order and starts the gather.
-  void reduce_and_gather(MPI_Comm comm) {
+  void reduce_and_gather(MPI_Comm comm) override {
     const int size = int(counts_.size()), mine = counts_[size_t(rank_)];
+    const T* pieces = reinterpret_cast<const T*>(pieces_.data());
     T* out = data_ + displs_[size_t(rank_)];
     for (int i = 0; i < mine; ++i) out[i] = T(0);
     for (int r = 0; r < size; ++r) {
-      const T* piece = pieces_.data() + size_t(r) * size_t(mine);
+      const T* piece = pieces + size_t(r) * size_t(mine);
 #pragma omp simd
       for (int i = 0; i < mine; ++i) out[i] += piece[i];
     }
@@ -81,13 +96,10 @@ class OrderedSum final : public Request {
           "MPI_Iallgatherv");
   }
 
-  MpiWorld& world_;
   int rank_;
   T* data_;
   std::vector<int> counts_, displs_, recv_counts_, recv_displs_;
-  std::vector<T> pieces_;
-  MPI_Request request_ = MPI_REQUEST_NULL;
-  Phase phase_ = Phase::scatter;
+  std::vector<unsigned char> pieces_;  // the ranks' pieces of this rank's chunk: from the world's spares
 };
 
 class MpiWorld final : public Communicator {
@@ -134,64 +146,54 @@ class MpiWorld final : public Communicator {
  private:
   template <class T>
   friend class OrderedSum;
+  friend class Phased;
 
-  // One sum in flight, whatever its type: how to test its phase and move it on.
-  struct InFlight {
-    void* sum;
-    bool (*scattering)(void*);
-    bool (*phase_done)(void*);
-    void (*next)(void*, MPI_Comm);  // scatter done: reduce and gather; gather done: finished
-  };
-
-  template <class T>
-  void enqueue(OrderedSum<T>* s) {
-    queue_.push_back({s,
-                      [](void* p) { return static_cast<OrderedSum<T>*>(p)->phase_ == OrderedSum<T>::Phase::scatter; },
-                      [](void* p) { return static_cast<OrderedSum<T>*>(p)->phase_done(); },
-                      [](void* p, MPI_Comm gather) {
-                        auto* o = static_cast<OrderedSum<T>*>(p);
-                        if (o->phase_ == OrderedSum<T>::Phase::scatter)
-                          o->reduce_and_gather(gather);
-                        else
-                          o->phase_ = OrderedSum<T>::Phase::done;
-                      }});
-  }
-  void dequeue(void* s) {
-    for (size_t i = 0; i < queue_.size(); ++i)
-      if (queue_[i].sum == s) {
-        queue_.erase(queue_.begin() + std::ptrdiff_t(i));
-        return;
-      }
-  }
   // Moves every sum in flight as far as it can go: gathers finish in any order, scatters move on
   // to their gathers in the order the sums were started.
   void progress() {
     bool earlier_scattering = false;
     for (size_t i = 0; i < queue_.size();) {
-      InFlight& f = queue_[i];
-      const bool scattering = f.scattering(f.sum);
+      Phased* s = queue_[i];
+      const bool scattering = s->phase_ == Phased::Phase::scatter;
       if (scattering && earlier_scattering) break;  // its gather must wait for the earlier ones'
-      if (f.phase_done(f.sum)) {
-        f.next(f.sum, gather_);
+      if (s->phase_done()) {
         if (!scattering) {  // finished
+          s->phase_ = Phased::Phase::done;
           queue_.erase(queue_.begin() + std::ptrdiff_t(i));
           continue;
         }
+        s->reduce_and_gather(gather_);
       } else if (scattering) {
         earlier_scattering = true;
       }
       ++i;
     }
   }
+  void forget(Phased* s) { queue_.erase(std::remove(queue_.begin(), queue_.end(), s), queue_.end()); }
+  // Scratch for a sum's pieces, kept between steps: the same chunks come back every step, so after
+  // the first a step allocates none.
+  std::vector<unsigned char> take_spare(size_t bytes) {
+    std::vector<unsigned char> v;
+    if (!spares_.empty()) v = std::move(spares_.back()), spares_.pop_back();
+    v.resize(bytes);
+    return v;
+  }
+  void give_back(std::vector<unsigned char>&& v) { spares_.push_back(std::move(v)); }
 
   int rank_ = 0, size_ = 1;
   MPI_Comm scatter_ = MPI_COMM_NULL, gather_ = MPI_COMM_NULL;
   std::string library_;
-  std::vector<InFlight> queue_;  // in the order the sums were started
+  std::vector<Phased*> queue_;  // the sums in flight, in the order they were started
+  std::vector<std::vector<unsigned char>> spares_;
 };
 
+bool Phased::test() {
+  if (phase_ != Phase::done) world_.progress();
+  return phase_ == Phase::done;
+}
+
 template <class T>
-OrderedSum<T>::OrderedSum(MpiWorld& world, T* data, int64_t n) : world_(world), rank_(world.rank()), data_(data) {
+OrderedSum<T>::OrderedSum(MpiWorld& world, T* data, int64_t n) : Phased(world), rank_(world.rank()), data_(data) {
   if (n > int64_t(INT32_MAX)) fail("MPI: a sum of ", n, " elements is more than one message can hold");
   const int size = world.size();
   counts_.resize(size_t(size)), displs_.resize(size_t(size));
@@ -200,14 +202,14 @@ OrderedSum<T>::OrderedSum(MpiWorld& world, T* data, int64_t n) : world_(world), 
     counts_[size_t(r)] = int(n * (r + 1) / size) - displs_[size_t(r)];
   }
   const int mine = counts_[size_t(rank_)];
-  pieces_.resize(size_t(mine) * size_t(size));
+  pieces_ = world.take_spare(size_t(mine) * size_t(size) * sizeof(T));
   recv_counts_.assign(size_t(size), mine);
   recv_displs_.resize(size_t(size));
   for (int r = 0; r < size; ++r) recv_displs_[size_t(r)] = r * mine;
   check(MPI_Ialltoallv(data_, counts_.data(), displs_.data(), datatype<T>(), pieces_.data(), recv_counts_.data(),
                        recv_displs_.data(), datatype<T>(), world.scatter_, &request_),
         "MPI_Ialltoallv");
-  world.enqueue(this);
+  world.queue_.push_back(this);
 }
 
 template <class T>
@@ -218,13 +220,8 @@ OrderedSum<T>::~OrderedSum() {
     } catch (...) {  // an MPI failure while unwinding: the error already on its way ends the job
     }
   }
-  world_.dequeue(this);
-}
-
-template <class T>
-bool OrderedSum<T>::test() {
-  if (phase_ != Phase::done) world_.progress();
-  return phase_ == Phase::done;
+  world_.forget(this);
+  world_.give_back(std::move(pieces_));
 }
 
 }  // namespace
