@@ -168,7 +168,7 @@ class StepGradients {
   Task& task_;
   const Trainable p_;
   dist::Communicator& comm_;
-  const int B_, K_, micro_, mine_;  // mine_: micro-batches on this rank
+  const int K_, micro_, mine_;  // mine_: micro-batches on this rank
   const int64_t chunk_elems_;
   std::vector<float> sum_;  // the accumulator, with more than one micro-batch in all
 };
