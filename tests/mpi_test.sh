@@ -2,7 +2,8 @@
 # Data-parallel training under Open MPI's mpirun, 2 ranks on this machine (train/loop.h,
 # dist/communicator.h), on 512 Fashion-MNIST images and 128 sequences of the KJV:
 #   - 2 ranks x 1 thread write the checkpoint and state of 1 process x 1 thread with --grad-accum 2,
-#     byte for byte: image training with drop path and random erasing, pretraining with the
+#     byte for byte, and the same metrics (the evaluation's among them, its batches shared by the
+#     ranks): image training with drop path and random erasing, pretraining with the
 #     next-sentence objective, finetuning with the masked-token loss beside the task's;
 #   - only rank 0 writes: the run folder holds what a single process's holds, nothing more;
 #   - a 2-rank run stopped by SIGTERM after an epoch and resumed as 1 process (whose steps keep the

@@ -32,6 +32,16 @@ std::unique_ptr<Request> SingleProcess::start_sum(float*, int64_t) { return std:
 
 void SingleProcess::abort(int code) { std::_Exit(code); }
 
+BatchShares::BatchShares(Communicator& comm, int64_t batches, int fields)
+    : comm_(comm), fields_(fields), rows_(size_t(batches * fields), 0.0) {}
+
+std::vector<double> BatchShares::total() {
+  comm_.sum(rows_.data(), int64_t(rows_.size()));
+  std::vector<double> sum(size_t(fields_), 0.0);
+  for (size_t i = 0; i < rows_.size(); ++i) sum[i % size_t(fields_)] += rows_[i];
+  return sum;
+}
+
 int launched_ranks() {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
     if (const char* v = std::getenv(var)) return std::max(1, std::atoi(v));

@@ -99,4 +99,23 @@ class ChunkedSum {
   std::vector<std::unique_ptr<Request>> flight_;
 };
 
+// An evaluation spread over the ranks. Of its `batches` batches, rank r runs those t with
+// t mod size == r and records each one's figures (`fields` sums or counts) in row t of a table
+// that is zero elsewhere. total() sums the tables over the ranks, where every entry has a single
+// non-zero term and so is exact, then adds the rows up in batch order: the figures are the bits
+// of one process that ran every batch itself, whatever the number of ranks.
+class BatchShares {
+ public:
+  BatchShares(Communicator& comm, int64_t batches, int fields);
+  bool mine(int64_t batch) const { return batch % comm_.size() == comm_.rank(); }
+  double* row(int64_t batch) { return rows_.data() + batch * fields_; }
+  // Collective: every rank calls it, after its own batches.
+  std::vector<double> total();
+
+ private:
+  Communicator& comm_;
+  int fields_;
+  std::vector<double> rows_;
+};
+
 }  // namespace gmlp::dist

@@ -43,9 +43,14 @@ EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::
   r.total = set.count;
   std::unique_ptr<EvalProgress> progress;
   if (options.progress) progress = std::make_unique<EvalProgress>(options.progress, n);
-  double loss_sum = 0;
-  int64_t correct = 0;
+  dist::SingleProcess alone;
+  dist::Communicator& comm = options.comm ? *options.comm : alone;
+  GMLP_CHECK(!logits || comm.size() == 1);
+  // Per batch: the loss summed over its images, and its hits.
+  dist::BatchShares shares(comm, (n + B - 1) / B, 2);
+  int64_t correct = 0;  // this rank's, for the progress line
   for (int start = 0; start < n; start += int(B)) {
+    if (!shares.mine(start / B)) continue;
     const int64_t b = std::min<int64_t>(B, n - start);
     for (int64_t i = 0; i < b; ++i) {
       const int64_t at = image(start + i);
@@ -65,16 +70,19 @@ EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::
       for (int64_t i = 0; i < b * K; ++i) mean_logits[i] = 0.5f * (mean_logits[i] + out[i]);
       out = mean_logits.data();
     }
-    loss_sum += double(cross_entropy_forward(probs.data(), out, labels.data(), b, K, 0.f)) * b;
+    double* sums = shares.row(start / B);
+    sums[0] = double(cross_entropy_forward(probs.data(), out, labels.data(), b, K, 0.f)) * b;
     for (int64_t i = 0; i < b; ++i) {
       const float* row = out + i * K;
-      correct += (std::max_element(row, row + K) - row) == labels[i];
+      sums[1] += (std::max_element(row, row + K) - row) == labels[i];
     }
+    correct += int64_t(sums[1]);
     if (logits) std::copy(out, out + b * K, logits->data() + int64_t(start) * K);
     if (progress) progress->update(start + b, correct);
   }
-  r.loss = n ? loss_sum / n : 0;
-  r.accuracy = n ? double(correct) / n : 0;
+  const std::vector<double> total = shares.total();
+  r.loss = n ? total[0] / n : 0;
+  r.accuracy = n ? total[1] / n : 0;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

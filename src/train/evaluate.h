@@ -6,6 +6,7 @@
 
 #include "data/idx.h"
 #include "data/transform.h"
+#include "dist/communicator.h"
 #include "nn/model.h"
 #include "nn/resample.h"
 
@@ -28,6 +29,9 @@ struct EvalOptions {
   bool flip_tta = false;
   // Names the pass on a progress line while it runs, on a terminal only ("test"); null: none.
   const char* progress = nullptr;
+  // The ranks that share the batches (dist::BatchShares: every rank gets the figures of one
+  // process); null: this process alone. Not with logits.
+  dist::Communicator* comm = nullptr;
 };
 
 // Evaluates in batches of up to the model's planned batch.

@@ -90,8 +90,9 @@ void ImageTask::after_update() {
   if (ema_) ema_update(ema_->weights(), model_.weights(), model_.num_params(), opt_.ema_decay);
 }
 
-nlohmann::json ImageTask::evaluate() {
-  const EvalResult ev = gmlp::evaluate(model_, test_, norm_, {.items = &test_items_, .progress = "test"});
+nlohmann::json ImageTask::evaluate(dist::Communicator& comm) {
+  const EvalResult ev =
+      gmlp::evaluate(model_, test_, norm_, {.items = &test_items_, .progress = "test", .comm = &comm});
   nlohmann::json m = {{"test_loss", ev.loss},
                       {"test_acc", ev.accuracy},
                       {"test_count", ev.count},
@@ -99,7 +100,7 @@ nlohmann::json ImageTask::evaluate() {
                       {"eval_seconds", ev.seconds}};
   if (ema_) {
     const EvalResult e =
-        gmlp::evaluate(*ema_, test_, norm_, {.items = &test_items_, .progress = "test, moving average"});
+        gmlp::evaluate(*ema_, test_, norm_, {.items = &test_items_, .progress = "test, moving average", .comm = &comm});
     m["test_loss_ema"] = e.loss;
     m["test_acc_ema"] = e.accuracy;
     m["eval_seconds"] = ev.seconds + e.seconds;

@@ -34,7 +34,7 @@ class ImageTask final : public Task {
   StepStats step(const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale) override;
   void set_grads_ready(std::function<void(int64_t from)> ready) override { model_.set_grads_ready(std::move(ready)); }
   void after_update() override;
-  nlohmann::json evaluate() override;
+  nlohmann::json evaluate(dist::Communicator& comm) override;
   void report(const nlohmann::json& row, int epochs) const override;
   std::vector<EpochFile> checkpoints(const std::map<std::string, std::string>& marks) override;
 

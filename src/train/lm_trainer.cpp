@@ -180,21 +180,27 @@ struct HeadBatch {
       for (float& d : dlogits) d *= scale;
     return StepStats{double(mean) * B, hits(logits, B, K), B};
   }
-  // The head's accuracy on set, a planned batch at a time, with a progress line naming `what`
-  // on a terminal.
-  double accuracy(TextModel<float>& model, const std::vector<text::Example>& set, const char* what) {
+  // The head's accuracy on set, a planned batch at a time, the batches shared by the ranks of
+  // comm, with a progress line naming `what` on a terminal.
+  double accuracy(TextModel<float>& model, const std::vector<text::Example>& set, const char* what,
+                  dist::Communicator& comm) {
     const int64_t B = model.planned_batch(), S = int64_t(set.size());
     const int N = model.config().seq_len, K = model.config().num_classes;
     EvalProgress progress(what, S);
-    int64_t correct = 0;
+    dist::BatchShares shares(comm, (S + B - 1) / B, 1);
+    int64_t correct = 0;  // this rank's, for the progress line
     for (int64_t s0 = 0; s0 < S; s0 += B) {
+      if (!shares.mine(s0 / B)) continue;
       const int64_t b = std::min(B, S - s0);
       load(set, nullptr, s0, b, N);
       model.encode(ids.data(), b);
-      correct += hits(model.classify(), b, K);
+      const int64_t c = hits(model.classify(), b, K);
+      shares.row(s0 / B)[0] = double(c);
+      correct += c;
       progress.update(s0 + b, correct);
     }
-    return S ? double(correct) / double(S) : 0.0;
+    const double all = shares.total()[0];
+    return S ? all / double(S) : 0.0;
   }
 };
 
@@ -208,7 +214,7 @@ struct TextTask final : Task {
   std::string tail;  // the opening line's end (", layer decay 0.75")
   // Forward and backward on the items items[0..B) (see Task::step).
   std::function<StepStats(const int* items, const uint64_t* keys, int B, Rng& rng, float grad_scale)> run_step;
-  std::function<nlohmann::json()> run_evaluate;  // figures after each epoch
+  std::function<nlohmann::json(dist::Communicator&)> run_evaluate;  // figures after each epoch
   std::function<void(const nlohmann::json&, int epochs)> run_report;
   std::function<void(int epoch)> run_begin_epoch;  // optional: before the epoch's first step
   const char* aux = nullptr;                       // the second objective's name (Task::aux_name)
@@ -230,7 +236,7 @@ struct TextTask final : Task {
     return run_step(items, keys, B, rng, grad_scale);
   }
   void set_grads_ready(std::function<void(int64_t from)> ready) override { model->set_grads_ready(std::move(ready)); }
-  nlohmann::json evaluate() override { return run_evaluate(); }
+  nlohmann::json evaluate(dist::Communicator& comm) override { return run_evaluate(comm); }
   void report(const nlohmann::json& row, int epochs) const override { run_report(row, epochs); }
   std::vector<EpochFile> checkpoints(const std::map<std::string, std::string>& marks) override {
     std::map<std::string, std::string> meta = metadata;
@@ -457,23 +463,28 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
     double loss = 0;
     int64_t correct = 0, top5 = 0, count = 0;
   };
-  auto score = [&](const std::vector<int32_t>& in, const std::vector<int32_t>& lab, const char* what) {
+  // The batches are shared by the ranks of comm.
+  auto score = [&](const std::vector<int32_t>& in, const std::vector<int32_t>& lab, const char* what,
+                   dist::Communicator& comm) {
     const int64_t B = model.planned_batch(), S = int64_t(in.size()) / N;
-    Scores sc;
     EvalProgress progress(what, S);
+    dist::BatchShares shares(comm, (S + B - 1) / B, 4);
     for (int64_t s0 = 0; s0 < S; s0 += B) {
+      if (!shares.mine(s0 / B)) continue;
       const int64_t b = std::min(B, S - s0);
       gather_masked(lab.data() + s0 * N, b * N, positions, targets);
       model.encode(in.data() + s0 * N, b);
       const auto r = model.mlm(positions.data(), targets.data(), int64_t(positions.size()), false);
-      sc.loss += r.loss_sum, sc.correct += r.correct, sc.top5 += r.top5, sc.count += int64_t(positions.size());
+      double* row = shares.row(s0 / B);
+      row[0] = r.loss_sum, row[1] = double(r.correct), row[2] = double(r.top5), row[3] = double(positions.size());
       progress.update(s0 + b);
     }
-    return sc;
+    const std::vector<double> t = shares.total();
+    return Scores{t[0], int64_t(t[1]), int64_t(t[2]), int64_t(t[3])};
   };
-  job.run_evaluate = [&] {
-    const Scores p = score(dev_inputs, dev_labels, "dev sequences");
-    const Scores v = score(verse_inputs, verse_labels, "dev verses");
+  job.run_evaluate = [&](dist::Communicator& comm) {
+    const Scores p = score(dev_inputs, dev_labels, "dev sequences", comm);
+    const Scores v = score(verse_inputs, verse_labels, "dev verses", comm);
     auto share = [](int64_t n, int64_t of) { return of ? double(n) / double(of) : 0.0; };
     const double mean = p.count ? p.loss / double(p.count) : 0.0, verse_mean = v.count ? v.loss / double(v.count) : 0.0;
     nlohmann::json m{{"dev_loss", mean},
@@ -492,7 +503,7 @@ TrainResult pretrain(const TextConfig& config, const LmOptions& options, bool re
                      {"dev_verses_total", verses_total}};
     if (opt.nsp) {
       // Whether B follows A, on the unmasked dev pairs, as a finetuned model would read them.
-      m["dev_nsp_acc"] = nsp_batch.accuracy(model, dev_pairs, "dev pairs");
+      m["dev_nsp_acc"] = nsp_batch.accuracy(model, dev_pairs, "dev pairs", comm);
       m["dev_nsp_pairs"] = dev_pairs.size();
       m["dev_nsp_total"] = dev_pairs_total;
     }
@@ -675,13 +686,13 @@ TrainResult finetune(const LmOptions& options, bool resume, bool overwrite) {
     r.aux_loss_sum = m.loss_sum, r.aux_correct = m.correct, r.aux_count = int64_t(positions.size());
     return r;
   };
-  job.run_evaluate = [&] {
+  job.run_evaluate = [&](dist::Communicator& comm) {
     nlohmann::json m{{"task", data.task_name()},
-                     {"dev_acc", batch.accuracy(model, dev_set, "dev examples")},
+                     {"dev_acc", batch.accuracy(model, dev_set, "dev examples", comm)},
                      {"dev_count", dev_set.size()},
                      {"dev_total", dev_total}};
     if (has_test) {  // --train files without --test: none
-      m["test_acc"] = batch.accuracy(model, test_set, "test examples");
+      m["test_acc"] = batch.accuracy(model, test_set, "test examples", comm);
       m["test_count"] = test_set.size();
       m["test_total"] = test_total;
     }

@@ -226,8 +226,7 @@ TrainResult run_loop(Task& task, const RunOptions& opt, const nlohmann::json& op
       if (const StepObserver observe = g_step_observer.load()) observe(step + 1);
     }
     progress.finish();
-    // Rank 0 evaluates and writes; the others go on to the next step's sum and wait there.
-    nlohmann::json m = comm.rank() == 0 ? task.evaluate() : nlohmann::json::object();
+    nlohmann::json m = task.evaluate(comm);
     m["epoch"] = epoch + 1;
     m["step"] = step;
     m["train_loss"] = total.mean_loss();

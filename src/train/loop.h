@@ -120,8 +120,9 @@ class Task {
   virtual void set_grads_ready(std::function<void(int64_t from)> ready) = 0;
   // After each optimizer update (the moving average of the weights, when kept).
   virtual void after_update() {}
-  // The figures of an epoch's evaluation, merged into its metrics row.
-  virtual nlohmann::json evaluate() = 0;
+  // The figures of an epoch's evaluation, merged into its metrics row. Every rank calls it; they
+  // share the batches (dist::BatchShares) and each gets the figures of one process.
+  virtual nlohmann::json evaluate(dist::Communicator& comm) = 0;
   // Prints an epoch's line on stderr from its metrics row.
   virtual void report(const nlohmann::json& row, int epochs) const = 0;
   // The checkpoints an epoch saves, each with `marks` (epoch, step, training summary) in its
