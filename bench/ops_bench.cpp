@@ -18,6 +18,7 @@
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/gemm.h"
+#include "core/matmul.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "nn/config.h"
@@ -39,6 +40,7 @@
 #include "ops/sgu.h"
 #include "ops/softmax.h"
 #include "ops/sum_normalize.h"
+#include "peak.h"
 
 namespace gmlp {
 namespace {
@@ -413,10 +415,16 @@ void register_text(const Shape& s) {
   });
 }
 
-// The matrix products under the ops, by oneDNN's sgemm and by core/gemm.h, at the products of
-// a linear layer (fc1: forward y = x·Wᵀ, input gradient dx = dy·W, weight gradient dW = dyᵀ·x)
-// and of the gating unit's per-image token projection (N×N by N×H). Names:
-// matmul/SHAPE/PRODUCT/onednn|gemm/threads:T; FLOP 2·M·N·K.
+// The measured peaks (peak.h) on 1 and 2 threads, GFLOP/s: [0] fp32 FMA, [1] the best bf16
+// instruction (AMX where present, else AVX512-BF16), 0 where the CPU has none.
+double g_peak[2][3] = {};
+
+// The matrix products under the ops, by oneDNN's sgemm and by core/gemm.h, and in bf16 (matmul()
+// at --precision bf16: oneDNN's bf16 primitive, the operands rounded first) where the CPU has
+// bf16, at the products of a linear layer (fc1: forward y = x·Wᵀ, input gradient dx = dy·W,
+// weight gradient dW = dyᵀ·x) and of the gating unit's per-image token projection (N×N by N×H).
+// Names: matmul/SHAPE/PRODUCT/onednn|gemm|bf16/threads:T; FLOP 2·M·N·K, and peak: the share of
+// the measured peak of the instructions the product runs on (fp32 FMA, or the bf16 peak).
 void register_matmul(const Shape& s) {
   struct Product {
     const char* name;
@@ -428,12 +436,14 @@ void register_matmul(const Shape& s) {
                               {"fc1_dx", false, false, M, D, F},
                               {"fc1_dw", true, false, F, D, M},
                               {"sgu_image", false, false, N, H, N}};
+  enum Engine { onednn, gemm, bf16 };
   for (const Product& p : products)
-    for (const bool ours : {false, true}) {
-      if (ours && !gemm::available()) continue;
+    for (const Engine engine : {onednn, gemm, bf16}) {
+      if (engine == gemm && !gemm::available()) continue;
+      if (engine == bf16 && !cpu_has_bf16()) continue;
+      const char* engine_name = engine == onednn ? "onednn" : engine == gemm ? "gemm" : "bf16";
       for (const int threads : {1, 2}) {
-        const std::string name =
-            cat("matmul/", s.name, "/", p.name, "/", ours ? "gemm" : "onednn", "/threads:", threads);
+        const std::string name = cat("matmul/", s.name, "/", p.name, "/", engine_name, "/threads:", threads);
         benchmark::RegisterBenchmark(
             name.c_str(),
             [=](benchmark::State& st) {
@@ -444,15 +454,22 @@ void register_matmul(const Shape& s) {
               float* C = b.fill(p.M * p.N, 0);
               const int64_t lda = p.ta ? p.M : p.K, ldb = p.tb ? p.K : p.N;
               auto call = [&] {
-                if (ours)
+                if (engine == gemm)
                   gemm::sgemm(p.ta, p.tb, p.M, p.N, p.K, A, lda, B, ldb, false, C, p.N);
-                else
+                else if (engine == onednn)
                   dnnl_sgemm(p.ta ? 'T' : 'N', p.tb ? 'T' : 'N', p.M, p.N, p.K, 1.f, A, lda, B, ldb, 0.f, C, p.N);
+                else
+                  matmul<float>(p.ta, p.tb, p.M, p.N, p.K, A, lda, B, ldb, 0.f, C, p.N);
               };
+              set_matmul_precision(engine == bf16 ? Precision::bf16 : Precision::f32);
               call();
               for (auto _ : st) call();
-              st.counters["FLOP"] =
-                  benchmark::Counter(2.0 * p.M * p.N * p.K, benchmark::Counter::kIsIterationInvariantRate);
+              set_matmul_precision(Precision::f32);
+              const double flops = 2.0 * p.M * p.N * p.K, peak = g_peak[engine == bf16][threads];
+              st.counters["FLOP"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+              if (peak > 0)
+                st.counters["peak"] =
+                    benchmark::Counter(flops / (peak * 1e9), benchmark::Counter::kIsIterationInvariantRate);
             })
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
@@ -465,6 +482,15 @@ void register_matmul(const Shape& s) {
 
 int main(int argc, char** argv) {
   using namespace gmlp;
+  // The peaks first, on quiet cores: each instruction's chains for about 0.2 s a run.
+  for (const bench::Peak& peak : bench::available_peaks())
+    for (const int threads : {1, 2}) {
+      const double gflops = peak.measure(threads, 0.2);
+      const bool bf16 = peak.name.rfind("bf16", 0) == 0;
+      g_peak[bf16][threads] = std::max(g_peak[bf16][threads], gflops);
+      benchmark::AddCustomContext(cat("peak ", peak.name, ", ", threads, " thread", threads > 1 ? "s" : ""),
+                                  cat(int64_t(gflops + 0.5), " GFLOP/s"));
+    }
   for (const Shape& s : shapes()) {
     register_heavy(s);
     if (!s.text) register_matmul(s);
