@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -115,6 +116,38 @@ TEST(Gemm, SameBitsOnAnyThreadCountAndInsideAParallelRegion) {
     ASSERT_EQ(0, std::memcmp(one.data(), nested.data(), one.size() * sizeof(float))) << c.M << "x" << c.N << "x" << c.K;
     expect_close(c, o, one);
   }
+}
+
+// The epilogue sees every element of C exactly once, after its whole sum: each call finds its
+// block final (equal to the product without an epilogue) and marks it; blocks never overlap.
+TEST(Gemm, EpilogueVisitsEachFinishedElementOnce) {
+  if (!gemm::available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
+  const int threads = omp_get_max_threads();
+  uint64_t seed = 200;
+  for (const Case& c : cases())
+    for (const int t : {1, 2}) {
+      const Operands o = make(c, seed++);
+      const std::vector<float> plain = run(c, o);
+      std::vector<float> C = o.C;
+      std::vector<int> seen(size_t(c.M * c.N), 0);
+      std::atomic<int> early{0};  // elements passed to the epilogue before their sum was complete
+      const gemm::Epilogue mark = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+        for (int64_t i = r0; i < r1; ++i)
+          for (int64_t j = c0; j < c1; ++j) {
+            if (std::memcmp(&C[i * o.ldc + j], &plain[i * o.ldc + j], sizeof(float)) != 0) ++early;
+#pragma omp atomic
+            ++seen[i * c.N + j];
+          }
+      };
+      omp_set_num_threads(t);
+      gemm::sgemm(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, c.accumulate, C.data(), o.ldc,
+                  &mark);
+      omp_set_num_threads(threads);
+      EXPECT_EQ(early.load(), 0) << c.M << "x" << c.N << "x" << c.K << " on " << t << " threads";
+      for (int64_t i = 0; i < c.M * c.N; ++i)
+        ASSERT_EQ(seen[i], 1) << "element " << i << " of " << c.M << "x" << c.N << "x" << c.K << " on " << t
+                              << " threads";
+    }
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // loss Σ r ⊙ f(inputs) with random r), backward accumulation (+=), and every fast float op
 // against its plain _ref twin on shapes large enough to take oneDNN's blocked paths.
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <cstring>
 #include <functional>
 
 #include "check.h"
@@ -240,6 +242,26 @@ TEST(FastVsRef, Linear) {
   EXPECT_TRUE(close("db", db1, db2, tol::kFastVsRef, 10.0));
 }
 
+// GELU fused into the product: pre is the unfused layer's output and y = gelu_forward(pre), bit
+// for bit, on 1 and 2 threads, at a shape that crosses the product's K block (256) and is no
+// multiple of its tiles.
+TEST(FastVsRef, LinearWithFusedGeluIsTheUnfusedLayerBitForBit) {
+  const int64_t M = 301, in = 300, out = 133;
+  Rng rng(11);
+  auto x = randn<float>(M * in, rng), W = randn<float>(out * in, rng, 0.1), b = randn<float>(out, rng);
+  const int threads = omp_get_max_threads();
+  for (const int t : {1, 2}) {
+    omp_set_num_threads(t);
+    std::vector<float> plain(M * out), want(M * out), pre(M * out), y(M * out);
+    linear_forward(plain.data(), x.data(), W.data(), b.data(), M, in, out);
+    gelu_forward(want.data(), plain.data(), M * out);
+    linear_forward(y.data(), x.data(), W.data(), b.data(), M, in, out, Activation::gelu, pre.data());
+    omp_set_num_threads(threads);
+    EXPECT_EQ(0, std::memcmp(pre.data(), plain.data(), pre.size() * sizeof(float))) << t << " threads";
+    EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float))) << t << " threads";
+  }
+}
+
 // The bias gradient's column sums split rows across threads above 2^15 elements: every row
 // counted once, in any thread count, into a strided gradient that already holds values.
 TEST(FastVsRef, ColumnSumsSplitAcrossThreads) {
@@ -334,6 +356,30 @@ TEST(FastVsRef, Sgu) {
       EXPECT_TRUE(close("dW", dW1, dW2, tol::kFastVsRef, 30.0));
       EXPECT_TRUE(close("db", db1, db2, tol::kFastVsRef, 30.0));
     }
+}
+
+// GELU's backward fused into the product of the next layer's input gradient: the unfused
+// gradient through gelu_backward_inplace, bit for bit, on 1 and 2 threads.
+TEST(FastVsRef, LinearBackwardWithFusedGeluIsTheUnfusedBitForBit) {
+  const int64_t M = 301, in = 133, out = 300;
+  Rng rng(12);
+  auto pre = randn<float>(M * in, rng), W = randn<float>(out * in, rng, 0.1), dy = randn<float>(M * out, rng);
+  std::vector<float> x(M * in);
+  gelu_forward(x.data(), pre.data(), M * in);
+  const int threads = omp_get_max_threads();
+  for (const int t : {1, 2}) {
+    omp_set_num_threads(t);
+    std::vector<float> dx1(M * in), dW1(out * in, 0.f), db1(out, 0.f);
+    auto dx2 = dx1, dW2 = dW1, db2 = db1;
+    linear_backward(dx1.data(), dW1.data(), db1.data(), dy.data(), x.data(), W.data(), M, in, out, Write::overwrite);
+    gelu_backward_inplace(dx1.data(), pre.data(), M * in);
+    linear_backward(dx2.data(), dW2.data(), db2.data(), dy.data(), x.data(), W.data(), M, in, out, Write::overwrite,
+                    Activation::gelu, pre.data());
+    omp_set_num_threads(threads);
+    EXPECT_EQ(0, std::memcmp(dx1.data(), dx2.data(), dx1.size() * sizeof(float))) << t << " threads";
+    EXPECT_EQ(dW1, dW2);
+    EXPECT_EQ(db1, db2);
+  }
 }
 
 }  // namespace

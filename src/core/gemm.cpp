@@ -139,6 +139,7 @@ struct Problem {
   bool accumulate;
   float* C;
   int64_t ldc;
+  const Epilogue* epilogue;
 };
 
 // C[i0, i1) × [j0, j1) on the calling thread.
@@ -157,7 +158,8 @@ void block(const Isa& k, const Problem& p, int64_t i0, int64_t i1, int64_t j0, i
     for (int64_t pc = 0; pc < p.K; pc += kKC) {
       const int64_t kc = std::min(kKC, p.K - pc);
       const bool accumulate = p.accumulate || pc > 0;
-      auto b_panel = [&](int64_t j) {  // columns [j, j + nr) of this slice of op(B)
+      const Epilogue* last = pc + kc == p.K ? p.epilogue : nullptr;  // on the blocks of the last slice
+      auto b_panel = [&](int64_t j) {                                // columns [j, j + nr) of this slice of op(B)
         return View{p.b.p + pc * p.b.rs + (jc + j) * p.b.cs, p.b.rs, p.b.cs};
       };
       auto a_rows = [&](int64_t i) { return View{p.a.p + i * p.a.rs + pc * p.a.cs, p.a.rs, p.a.cs}; };
@@ -167,6 +169,7 @@ void block(const Isa& k, const Problem& p, int64_t i0, int64_t i1, int64_t j0, i
           const int64_t cols = std::min(k.nr, nc - j);
           pack_b(bp, b_panel(j), kc, cols, k.nr);
           macro(k, M, cols, kc, ap, bp, p.C + i0 * p.ldc + jc + j, p.ldc, accumulate, 0, cols);
+          if (last) (*last)(i0, i1, jc + j, jc + j + cols);
         }
         continue;
       }
@@ -175,6 +178,7 @@ void block(const Isa& k, const Problem& p, int64_t i0, int64_t i1, int64_t j0, i
         const int64_t rows = std::min(kMC, i1 - ic);
         pack_a(ap, a_rows(ic), rows, kc);
         macro(k, rows, nc, kc, ap, bp, p.C + ic * p.ldc + jc, p.ldc, accumulate, 0, nc);
+        if (last) (*last)(ic, ic + rows, jc, jc + nc);
       }
     }
   }
@@ -192,19 +196,24 @@ bool available() { return isa().kernel != nullptr; }
 const char* kernel_name() { return isa().name; }
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-           int64_t ldb, bool accumulate, float* C, int64_t ldc) {
+           int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // an empty sum
     if (!accumulate)
       for (int64_t i = 0; i < M; ++i) std::memset(C + i * ldc, 0, size_t(N) * sizeof(float));
+    if (epilogue) (*epilogue)(0, M, 0, N);
     return;
   }
   const Isa& k = isa();
   GMLP_CHECK(k.kernel != nullptr);
   const int threads = omp_in_parallel() || M * N * K <= kSerialProduct ? 1 : omp_get_max_threads();
-  const Problem p{
-      K,  View{A, trans_a ? 1 : lda, trans_a ? lda : 1}, View{B, trans_b ? 1 : ldb, trans_b ? ldb : 1}, accumulate, C,
-      ldc};
+  const Problem p{K,
+                  View{A, trans_a ? 1 : lda, trans_a ? lda : 1},
+                  View{B, trans_b ? 1 : ldb, trans_b ? ldb : 1},
+                  accumulate,
+                  C,
+                  ldc,
+                  epilogue};
   if (threads == 1) return block(k, p, 0, M, 0, N);
   // Threads split the longer side of C, so that the operand each of them packs again is the
   // smaller one.

@@ -7,8 +7,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace gmlp::gemm {
+
+// Elementwise work on C after its product (a fused epilogue, as oneDNN's post-ops): called with
+// C's rows [r0, r1) and columns [c0, c1) once their sums are complete, block by block while the
+// block is still in cache, from the thread that computed it. Every element passes through it
+// exactly once, so it must treat each element on its own.
+using Epilogue = std::function<void(int64_t r0, int64_t r1, int64_t c0, int64_t c1)>;
 
 // f32 products with at most this many multiply-adds (about 25 µs on one Zen 3 core) run
 // single-threaded, here and in oneDNN's sgemm (core/matmul.cpp). At 2^22 every product of a
@@ -26,8 +33,9 @@ const char* kernel_name();
 // Row-major: op(A) is M×K (A stored K×M when trans_a), op(B) is K×N (B stored N×K when trans_b),
 // C is M×N; lda, ldb, ldc are the stored row strides. accumulate: C += op(A)·op(B), else
 // C = op(A)·op(B) (C is never read, so it may hold anything). Runs on the threads of the calling
-// context (omp_get_max_threads()), on one inside a parallel region.
+// context (omp_get_max_threads()), on one inside a parallel region. epilogue, when given, runs on
+// every block of C once it is final.
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-           int64_t ldb, bool accumulate, float* C, int64_t ldc);
+           int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue = nullptr);
 
 }  // namespace gmlp::gemm

@@ -103,8 +103,8 @@ namespace {
 // The f32 product: gmlp's own (core/gemm.h) where the CPU has AVX2 or AVX-512, which allocates
 // nothing once a shape has been seen and starts no nested team; oneDNN's sgemm otherwise.
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-           int64_t ldb, bool accumulate, float* C, int64_t ldc) {
-  if (gemm::available()) return gemm::sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+           int64_t ldb, bool accumulate, float* C, int64_t ldc, const gemm::Epilogue* epilogue) {
+  if (gemm::available()) return gemm::sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
   // A product too small to pay for waking the other threads runs on this one, as gemm's.
   const int threads = omp_get_max_threads();
   const bool serial = M * N * K <= gemm::kSerialProduct && threads > 1;
@@ -113,6 +113,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
                                       accumulate ? 1.f : 0.f, C, ldc);
   if (serial) omp_set_num_threads(threads);
   GMLP_CHECK(st == dnnl_success);
+  if (epilogue) (*epilogue)(0, M, 0, N);
 }
 
 // C = op(A)·op(B) (+ C) in bf16 × bf16 → f32 by a oneDNN matmul primitive, created on first use
@@ -180,7 +181,7 @@ void matmul_split_k(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda
       const int64_t k0 = c * kChunk, w = std::min(kChunk, K - k0);
       for (int64_t i = 0; i < M; ++i) std::memcpy(&a[i * w], A + i * lda + k0, w * sizeof(float));
       for (int64_t j = 0; j < N; ++j) std::memcpy(&b[j * w], B + j * ldb + k0, w * sizeof(float));
-      sgemm(false, true, M, N, w, a.data(), w, b.data(), w, sum_beta != 0.f, sum, N);
+      sgemm(false, true, M, N, w, a.data(), w, b.data(), w, sum_beta != 0.f, sum, N, nullptr);
       sum_beta = 1.f;
     }
     if (sum_beta == 0.f) std::fill(sum, sum + M * N, 0.f);  // more threads than chunks
@@ -198,18 +199,21 @@ void matmul_split_k(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda
 
 template <>
 void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const gemm::Epilogue* epilogue) {
   if (M == 0 || N == 0) return;
   GMLP_CHECK(beta == 0.f || beta == 1.f);
   if (K == 0) {  // an empty sum: C = beta·C
     if (beta == 0.f)
       for (int64_t i = 0; i < M; ++i) std::memset(C + i * ldc, 0, N * sizeof(float));
+    if (epilogue) (*epilogue)(0, M, 0, N);
     return;
   }
   if (g_precision == Precision::f32) {
-    if (split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()))
-      return matmul_split_k(M, N, K, A, lda, B, ldb, beta, C, ldc);
-    return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc);
+    if (!split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()))
+      return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);
+    matmul_split_k(M, N, K, A, lda, B, ldb, beta, C, ldc);
+    if (epilogue) (*epilogue)(0, M, 0, N);
+    return;
   }
   // bf16: round both operands into dense scratch copies, then the bf16 × bf16 → f32 primitive.
   Engine& e = engine();
@@ -221,11 +225,12 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   to_bf16(e.scratch_b.data(), B, b_rows, b_cols, ldb);
   run_primitive(trans_a, trans_b, M, N, K, e.scratch_a.data(), a_cols, e.scratch_b.data(), b_cols,
                 beta != 0.f ? Write::accumulate : Write::overwrite, C, ldc);
+  if (epilogue) (*epilogue)(0, M, 0, N);
 }
 
 template <>
 void matmul<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
-                    const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+                    const double* B, int64_t ldb, double beta, double* C, int64_t ldc, const gemm::Epilogue* epilogue) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
@@ -237,6 +242,7 @@ void matmul<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
       }
       C[i * ldc + j] = acc + (beta == 0 ? 0.0 : beta * C[i * ldc + j]);
     }
+  if (epilogue) (*epilogue)(0, M, 0, N);
 }
 
 }  // namespace gmlp

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/gemm.h"
+
 namespace gmlp {
 
 enum class Precision { f32, bf16 };
@@ -23,8 +25,10 @@ bool cpu_has_bf16();
 Precision use_precision(const std::string& name);
 const char* precision_name(Precision p);
 
+// epilogue, when given, runs on C once it is final (gemm::Epilogue): block by block inside gmlp's
+// own f32 product, on the whole of C after the others.
 template <class T>
 void matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-            int64_t ldb, T beta, T* C, int64_t ldc);
+            int64_t ldb, T beta, T* C, int64_t ldc, const gemm::Epilogue* epilogue = nullptr);
 
 }  // namespace gmlp

@@ -88,6 +88,16 @@ void gelu_forward(T* y, const T* x, int64_t n) {
 }
 
 template <class T>
+void gelu_forward_serial(T* y, const T* x, int64_t n) {
+  gelu_forward_span(y, x, n);
+}
+
+template <class T>
+void gelu_backward_inplace_serial(T* d, const T* x, int64_t n) {
+  gelu_backward_inplace_span(d, x, n);
+}
+
+template <class T>
 void gelu_backward(T* dx, const T* dy, const T* x, int64_t n) {
   parallel_spans(n, [&](int64_t b, int64_t e) { gelu_backward_span(dx + b, dy + b, x + b, e - b); });
 }
@@ -111,11 +121,13 @@ void gelu_backward_ref(T* dx, const T* dy, const T* x, int64_t n) {
   }
 }
 
-#define GMLP_INSTANTIATE(T)                                        \
-  template void gelu_forward<T>(T*, const T*, int64_t);            \
-  template void gelu_backward<T>(T*, const T*, const T*, int64_t); \
-  template void gelu_backward_inplace<T>(T*, const T*, int64_t);   \
-  template void gelu_forward_ref<T>(T*, const T*, int64_t);        \
+#define GMLP_INSTANTIATE(T)                                             \
+  template void gelu_forward<T>(T*, const T*, int64_t);                 \
+  template void gelu_forward_serial<T>(T*, const T*, int64_t);          \
+  template void gelu_backward<T>(T*, const T*, const T*, int64_t);      \
+  template void gelu_backward_inplace<T>(T*, const T*, int64_t);        \
+  template void gelu_backward_inplace_serial<T>(T*, const T*, int64_t); \
+  template void gelu_forward_ref<T>(T*, const T*, int64_t);             \
   template void gelu_backward_ref<T>(T*, const T*, const T*, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

@@ -8,6 +8,9 @@ namespace gmlp {
 // y (n) overwritten; may alias x.
 template <class T>
 void gelu_forward(T* y, const T* x, int64_t n);
+// The same on the calling thread alone, with the same bits (a product's fused epilogue).
+template <class T>
+void gelu_forward_serial(T* y, const T* x, int64_t n);
 // dx += dy · (Φ(x) + x·φ(x)).
 template <class T>
 void gelu_backward(T* dx, const T* dy, const T* x, int64_t n);
@@ -15,6 +18,9 @@ void gelu_backward(T* dx, const T* dy, const T* x, int64_t n);
 // d = d · (Φ(x) + x·φ(x)) in place: turns ∂L/∂y into ∂L/∂x without a second buffer.
 template <class T>
 void gelu_backward_inplace(T* d, const T* x, int64_t n);
+// The same on the calling thread alone, with the same bits (fused into the op that writes d).
+template <class T>
+void gelu_backward_inplace_serial(T* d, const T* x, int64_t n);
 
 template <class T>
 void gelu_forward_ref(T* y, const T* x, int64_t n);

@@ -5,20 +5,30 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/error.h"
 #include "core/matmul.h"
 #include "core/threads.h"
+#include "ops/gelu.h"
 
 namespace gmlp {
 
 template <class T>
-void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in, int64_t out) {
-  T beta = 0;
-  if (b) {  // y starts as the bias, then the product accumulates onto it
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < M; ++i) std::copy(b, b + out, y + i * out);
-    beta = 1;
-  }
-  matmul<T>(false, true, M, out, in, x, in, W, in, beta, y, out);
+void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in, int64_t out, Activation act,
+                    T* pre) {
+  GMLP_CHECK(act == Activation::none || pre != nullptr);
+  T* c = act == Activation::gelu ? pre : y;  // the product's output
+  const gemm::Epilogue epilogue = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      T* row = c + r * out;
+      if (b) {
+#pragma omp simd
+        for (int64_t j = c0; j < c1; ++j) row[j] += b[j];
+      }
+      if (act == Activation::gelu) gelu_forward_serial(y + r * out + c0, row + c0, c1 - c0);
+    }
+  };
+  const bool fused = b || act != Activation::none;
+  matmul<T>(false, true, M, out, in, x, in, W, in, T(0), c, out, fused ? &epilogue : nullptr);
 }
 
 template <class T>
@@ -48,9 +58,15 @@ void column_sum_add(T* db, const T* dy, int64_t ldy, int64_t M, int64_t C) {
 
 template <class T>
 void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M, int64_t in, int64_t out,
-                     Write dx_write) {
+                     Write dx_write, Activation act, const T* pre) {
   // fwd: y = x·Wᵀ + b  =>  dx += dy·W;  dW += dyᵀ·x;  db += Σ_rows dy
-  if (dx) matmul<T>(false, false, M, in, out, dy, out, W, in, dx_write == Write::overwrite ? T(0) : T(1), dx, in);
+  GMLP_CHECK(act == Activation::none || (dx && pre && dx_write == Write::overwrite));
+  const gemm::Epilogue activation = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    for (int64_t r = r0; r < r1; ++r) gelu_backward_inplace_serial(dx + r * in + c0, pre + r * in + c0, c1 - c0);
+  };
+  if (dx)
+    matmul<T>(false, false, M, in, out, dy, out, W, in, dx_write == Write::overwrite ? T(0) : T(1), dx, in,
+              act == Activation::gelu ? &activation : nullptr);
   matmul<T>(true, false, out, in, M, dy, out, x, in, T(1), dW, in);
   if (db) column_sum_add(db, dy, out, M, out);
 }
@@ -79,8 +95,9 @@ void linear_backward_ref(T* dx, T* dW, T* db, const T* dy, const T* x, const T* 
 }
 
 #define GMLP_INSTANTIATE(T)                                                                                     \
-  template void linear_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                 \
-  template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, Write); \
+  template void linear_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, Activation, T*); \
+  template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, Write,  \
+                                   Activation, const T*);                                                       \
   template void linear_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);             \
   template void linear_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);    \
   template void column_sum_add<T>(T*, const T*, int64_t, int64_t, int64_t);

@@ -8,15 +8,24 @@
 
 namespace gmlp {
 
-// y: (M, out) overwritten; x: (M, in); W: (out, in); b: (out) or nullptr.
+// What a layer applies to its output, fused into the product (gemm::Epilogue).
+enum class Activation { none, gelu };
+
+// y: (M, out) overwritten; x: (M, in); W: (out, in); b: (out) or nullptr. The bias, and with
+// act = gelu the activation, are applied by the product to each block of its output while the
+// block is in cache. With gelu, pre (M, out) receives x·Wᵀ + b (what GELU's backward reads) and
+// y = GELU(pre), the same bits as gelu_forward on pre.
 template <class T>
-void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in, int64_t out);
+void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in, int64_t out,
+                    Activation act = Activation::none, T* pre = nullptr);
 
 // Accumulates: dx += dy·W (skipped when dx is nullptr), dW += dyᵀ·x, db += Σ_rows dy.
-// With Write::overwrite, dx = dy·W instead (saves zeroing a fresh buffer).
+// With Write::overwrite, dx = dy·W instead (saves zeroing a fresh buffer). With act = gelu (and
+// dx overwritten), x being GELU(pre): dx = (dy·W) ⊙ GELU'(pre), the gradient of the activation's
+// input, fused into the product (the same bits as gelu_backward_inplace after it).
 template <class T>
 void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M, int64_t in, int64_t out,
-                     Write dx_write = Write::accumulate);
+                     Write dx_write = Write::accumulate, Activation act = Activation::none, const T* pre = nullptr);
 
 // Plain loops, the reference the fast versions are held to.
 template <class T>
