@@ -20,12 +20,15 @@ namespace {
 // MC × KC of op(A) into MR-row panels; the kernel runs over every (A panel, B panel) pair. KC × NR
 // of B (16 KiB at NR 16) stays in L1 while the A block (96 KiB) sits in L2. With threads, each
 // takes a block of C and runs all of this on it alone, with its own buffers: no barrier, no shared
-// state, and the same tile grid and sums as one thread, so the same bits.
+// state, and the same tile grid and sums as one thread, so the same bits. Where op(A)'s rows are
+// contiguous and the packed slice of B is small (few columns), A is not packed at all: the kernel
+// reads each tile of it in place (macro_direct), with the same sums.
 constexpr int64_t kKC = 256, kMC = 96, kNC = 3072;
 static_assert(kMC % kMR == 0);
 
 struct Isa {
   Kernel kernel = nullptr;
+  DirectKernel direct = nullptr;
   int64_t nr = 0;
   const char* name = "none";
 };
@@ -33,12 +36,16 @@ struct Isa {
 const Isa& isa() {
   static const Isa chosen = [] {
     const CpuFeatures& f = cpu_features();
-    if (f.avx512f) return Isa{tile_avx512, kNRAvx512, "avx512"};
-    if (f.avx2) return Isa{tile_avx2, kNRAvx2, "avx2"};
+    if (f.avx512f) return Isa{tile_avx512, tile_direct_avx512, kNRAvx512, "avx512"};
+    if (f.avx2) return Isa{tile_avx2, tile_direct_avx2, kNRAvx2, "avx2"};
     return Isa{};
   }();
   return chosen;
 }
+
+// A packed slice of B (KC × NC floats) up to this size stays in L2 while the kernel reads op(A)
+// in place, tile by tile (block()).
+constexpr int64_t kDirectSliceBytes = 128 * 1024;
 
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
@@ -132,6 +139,32 @@ void macro(const Isa& isa, int64_t rows, int64_t nc, int64_t kc, const float* ap
   }
 }
 
+// C[0, rows) × [0, nc) of a block, from op(A) read in place (rows contiguous along k, lda apart)
+// and packed B (kc × nc): each full MR-row tile of A is read from memory once and stays in L1
+// across the panels of B, where packing it first cost a pass over A (which, at few columns,
+// was a fifth of the product's time). Rows beyond the last full tile are packed as before.
+void macro_direct(const Isa& isa, int64_t rows, int64_t nc, int64_t kc, const float* a, int64_t lda, float* ap,
+                  const float* bp, float* c, int64_t ldc, bool accumulate) {
+  alignas(64) float edge[kMR * kNRAvx512];
+  const int64_t full = rows / kMR * kMR;
+  for (int64_t i = 0; i < full; i += kMR)
+    for (int64_t j = 0; j < nc; j += isa.nr) {
+      const int64_t cols = std::min(isa.nr, nc - j);
+      float* cc = c + i * ldc + j;
+      if (cols == isa.nr) {
+        isa.direct(kc, a + i * lda, lda, bp + j * kc, cc, ldc, accumulate);
+        continue;
+      }
+      isa.direct(kc, a + i * lda, lda, bp + j * kc, edge, isa.nr, false);
+      for (int64_t r = 0; r < kMR; ++r)
+        for (int64_t q = 0; q < cols; ++q)
+          cc[r * ldc + q] = accumulate ? cc[r * ldc + q] + edge[r * isa.nr + q] : edge[r * isa.nr + q];
+    }
+  if (full == rows) return;
+  pack_a(ap, View{a + full * lda, lda, 1}, rows - full, kc);
+  macro(isa, rows - full, nc, kc, ap, bp, c + full * ldc, ldc, accumulate, 0, nc);
+}
+
 // The product with op(A), op(B) and C as strided views; every thread runs `block` on its own part.
 struct Problem {
   int64_t K;
@@ -174,10 +207,16 @@ void block(const Isa& k, const Problem& p, int64_t i0, int64_t i1, int64_t j0, i
         continue;
       }
       for (int64_t j = 0; j < nc; j += k.nr) pack_b(bp + j * kc, b_panel(j), kc, std::min(k.nr, nc - j), k.nr);
+      const bool direct = p.a.cs == 1 && kc * round_up(nc, k.nr) * int64_t(sizeof(float)) <= kDirectSliceBytes;
       for (int64_t ic = i0; ic < i1; ic += kMC) {
         const int64_t rows = std::min(kMC, i1 - ic);
-        pack_a(ap, a_rows(ic), rows, kc);
-        macro(k, rows, nc, kc, ap, bp, p.C + ic * p.ldc + jc, p.ldc, accumulate, 0, nc);
+        float* c = p.C + ic * p.ldc + jc;
+        if (direct) {
+          macro_direct(k, rows, nc, kc, a_rows(ic).p, p.a.rs, ap, bp, c, p.ldc, accumulate);
+        } else {
+          pack_a(ap, a_rows(ic), rows, kc);
+          macro(k, rows, nc, kc, ap, bp, c, p.ldc, accumulate, 0, nc);
+        }
         if (last) (*last)(ic, ic + rows, jc, jc + nc);
       }
     }

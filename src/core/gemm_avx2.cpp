@@ -71,4 +71,8 @@ void tile_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
   tile<Avx2>(kc, a, b, c, ldc, accumulate);
 }
 
+void tile_direct_avx2(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, bool accumulate) {
+  tile<Avx2, true>(kc, a, b, c, ldc, accumulate, lda);
+}
+
 }  // namespace gmlp::gemm

@@ -23,4 +23,9 @@ void tile_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t l
   tile<Avx512>(kc, a, b, c, ldc, accumulate);
 }
 
+void tile_direct_avx512(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
+                        bool accumulate) {
+  tile<Avx512, true>(kc, a, b, c, ldc, accumulate, lda);
+}
+
 }  // namespace gmlp::gemm

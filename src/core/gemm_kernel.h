@@ -11,9 +11,14 @@ inline constexpr int kMR = 6;  // rows of a tile: 6 × 2 accumulators, 2 B vecto
 
 // A full tile: C[i][j] (+)= Σ_k a[k·MR + i] · b[k·NR + j] for i < MR, j < NR.
 using Kernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+// The same with A read where it lies, row i at a + i·lda, contiguous along k (no packing): the
+// same multiply-adds in the same order, so the same bits.
+using DirectKernel = void (*)(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
+                              bool accumulate);
 
-template <class V>
-inline void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
+// A is packed (a[k·MR + i]), or with kDirect read in place (a[i·lda + k]).
+template <class V, bool kDirect = false>
+inline void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate, int64_t lda = 0) {
   constexpr int W = V::width;
   typename V::type s[kMR][2];
   // The tile of C is written at the end; asking for its lines now hides their miss behind the sum.
@@ -26,7 +31,7 @@ inline void tile(int64_t kc, const float* a, const float* b, float* c, int64_t l
     const typename V::type b0 = V::load(b + k * 2 * W), b1 = V::load(b + k * 2 * W + W);
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {
-      const typename V::type ai = V::broadcast(a + k * kMR + i);
+      const typename V::type ai = V::broadcast(kDirect ? a + i * lda + k : a + k * kMR + i);
       s[i][0] = V::fma(ai, b0, s[i][0]);
       s[i][1] = V::fma(ai, b1, s[i][1]);
     }
@@ -50,6 +55,9 @@ void pack_a_rows_avx2(float* dst, const float* src, int64_t ld, int64_t kc);
 // The kernels of gemm_avx2.cpp and gemm_avx512.cpp, and their tile widths NR.
 void tile_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 void tile_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+void tile_direct_avx2(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, bool accumulate);
+void tile_direct_avx512(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
+                        bool accumulate);
 inline constexpr int kNRAvx2 = 16, kNRAvx512 = 32;
 
 }  // namespace gmlp::gemm
