@@ -5,6 +5,8 @@
 #   make demo      build, then train gMLP on Fashion-MNIST for 6 epochs (about 90 %) into runs/demo/
 #   make test      build, then run every test (ctest) with the Python of .venv/
 #   make bench     build, then gmlp beside PyTorch and ONNX Runtime (bench/run_all.py, .venv/)
+#   make speedrun  build, then time fmnist-s to 90 % and 93 % test accuracy, gmlp beside PyTorch
+#                  with the same model and recipe (bench/speedrun.py; SPEEDRUN_ARGS)
 #   make bench-ops build and run the per-op benchmark (bench/ops_bench.cpp): each op forward and
 #                  backward, fast and _ref, 1 and 2 threads, at the presets' shapes; the median
 #                  and spread of BENCH_OPS_REPS (default 5) repetitions, after the commit and CPU;
@@ -93,6 +95,13 @@ fuzz: deps-python $(FUZZ_BUILD)/CMakeCache.txt
 # e.g. make bench BENCH_ARGS="--quick --shapes fmnist-s" (see bench/run_all.py --help)
 bench: deps-bench build
 	$(VENV_PYTHON) bench/run_all.py --gmlp $(BUILD)/gmlp $(BENCH_ARGS)
+
+# Time to accuracy (bench/speedrun.py): fmnist-s to 90 % and 93 % test accuracy with gmlp and with
+# PyTorch (eager; bf16 autocast where the CPU has bf16), the same model and recipe, one after the
+# other; e.g. make speedrun SPEEDRUN_ARGS="--targets 90 --epochs 6". Hours on 2 cores.
+.PHONY: speedrun
+speedrun: deps-python build
+	$(VENV_PYTHON) bench/speedrun.py --gmlp $(BUILD)/gmlp $(SPEEDRUN_ARGS)
 
 # Each op on its own (bench/ops_bench.cpp): Google Benchmark's mean, median and spread over
 # BENCH_OPS_REPS repetitions of at least 0.05 s each. A regex with | or ( ) is quoted inside the

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Time to accuracy: gmlp against PyTorch training the same model with the same recipe.
+
+    bench/speedrun.py --gmlp build/gmlp --targets 90 93 --epochs 30 --threads 2
+
+MLPerf Training's figure: the wall time from the start of training until the end of the first
+epoch whose evaluation on the whole Fashion-MNIST test set (10,000 images) reaches each target
+accuracy. Every epoch is evaluated and the evaluation's time counts, for both. Each engine runs
+once, one after the other on the same cores, and stops when it has reached every target or run
+--epochs:
+  gmlp           `gmlp train --preset fmnist-s --epochs E` (the demo's model and recipe);
+  torch eager    timm's gMLP of the same config (tests/reference/timm_gmlp.py), fp32;
+  torch autocast the same under torch.autocast("cpu", dtype=torch.bfloat16) (bf16 products,
+                 fp32 weights and AdamW), where the CPU has native bf16 (AVX512-BF16 or AMX);
+                 elsewhere it is emulated, many times slower, and left out unless --autocast.
+The recipe, as gmlp's fmnist-s preset: global batch 128 (the last partial batch dropped),
+AdamW (β 0.9, 0.999, ε 1e-8, weight decay 0.05 on matrices only), learning rate 2e-3 reached
+by a linear warm-up over the first epoch and then a cosine down to 1e-5 over E epochs, stepped
+every step, gradient norm clipped at 1, cross-entropy with label smoothing 0.1, each image
+randomly shifted by up to 2 pixels (zero padding, as RandomCrop(28, padding=2)) and flipped
+left-right with probability 0.5, normalised with mean = std = 0.5.
+
+Prints a markdown table (seconds to each target, and each one's ratio to gmlp) and writes every
+epoch's figures as JSON to --out. Needs torch (scripts/setup.sh --python).
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REFERENCE_DIR = os.path.join(HERE, "..", "tests", "reference")
+DATA_DIR = "/usr/share/datasets/fashion-mnist"
+PRESET = dict(img_size=28, in_chans=1, patch_size=4, depth=6, dim=128, ffn=512, num_classes=10)
+BATCH, LR, MIN_LR, WD, CLIP, SMOOTH, PAD = 128, 2e-3, 1e-5, 0.05, 1.0, 0.1, 2
+
+
+def cpu_name():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def cpu_has_bf16():
+    flags = next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "").split()
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def first_reaching(epochs, targets):
+    """{target: (seconds, epoch)} of the first epoch whose test accuracy reaches each target."""
+    out = {}
+    for t in targets:
+        for e in epochs:
+            if 100 * e["test_acc"] >= t:
+                out[t] = (e["elapsed"], e["epoch"])
+                break
+    return out
+
+
+def run_gmlp(args, folder):
+    """gmlp train, watched: stopped (SIGTERM, which saves and exits) once every target is reached."""
+    cmd = [args.gmlp, "train", "--preset", "fmnist-s", "--epochs", str(args.epochs), "--threads",
+           str(args.threads), "--out", folder, "--overwrite", "--data-dir", args.data_dir]
+    if args.train_limit:
+        cmd += ["--train-limit", str(args.train_limit)]
+    metrics = os.path.join(folder, "metrics.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)  # --overwrite clears the folder; no stale rows meanwhile
+    t0 = time.perf_counter()
+    log = open(folder + ".log", "w")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    epochs = []
+    while True:
+        done = proc.poll() is not None
+        if os.path.exists(metrics):
+            rows = [json.loads(l) for l in open(metrics) if l.strip()]
+            for row in rows[len(epochs):]:
+                epochs.append({"epoch": row["epoch"], "test_acc": row["test_acc"],
+                               "elapsed": round(sum(r["seconds"] for r in rows[:row["epoch"]]), 2)})
+                print(f"  gmlp epoch {row['epoch']}: {100 * row['test_acc']:.2f} % at {epochs[-1]['elapsed']:.0f} s",
+                      flush=True)
+            if len(first_reaching(epochs, args.targets)) == len(args.targets) and not done:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait()
+                break
+        if done:
+            break
+        time.sleep(1)
+    log.close()
+    if proc.returncode not in (0, 143, -signal.SIGTERM) and not epochs:
+        sys.exit(f"speedrun.py: {' '.join(cmd)} failed ({proc.returncode}): {open(folder + '.log').read()[-600:]}")
+    return {"epochs": epochs, "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def load_idx(data_dir, split):
+    prefix = "train" if split == "train" else "t10k"
+
+    def read(name, offset):
+        with gzip.open(os.path.join(data_dir, name)) as f:
+            return np.frombuffer(f.read(), np.uint8, offset=offset)
+
+    x = read(f"{prefix}-images-idx3-ubyte.gz", 16).reshape(-1, 1, 28, 28)
+    y = read(f"{prefix}-labels-idx1-ubyte.gz", 8)
+    return x, y
+
+
+def run_torch(args, mode):
+    import torch
+    import torch.nn.functional as F
+    sys.path.insert(0, REFERENCE_DIR)
+    import timm_gmlp
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    x_train, y_train = (torch.from_numpy(a.copy()) for a in load_idx(args.data_dir, "train"))
+    x_test, y_test = (torch.from_numpy(a.copy()) for a in load_idx(args.data_dir, "test"))
+    if args.train_limit:
+        x_train, y_train = x_train[:args.train_limit], y_train[:args.train_limit]
+    model = timm_gmlp.build(dict(PRESET))
+    decay = [p for n, p in model.named_parameters() if p.ndim > 1 and not n.endswith(".bias")]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1 or n.endswith(".bias")]
+    opt = torch.optim.AdamW([dict(params=no_decay, weight_decay=0.0), dict(params=decay, weight_decay=WD)],
+                            lr=LR, betas=(0.9, 0.999), eps=1e-8)
+    steps_per_epoch = len(x_train) // BATCH
+    total, warmup = steps_per_epoch * args.epochs, steps_per_epoch
+
+    def lr_at(step):
+        if step < warmup:
+            return LR * (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return MIN_LR + 0.5 * (LR - MIN_LR) * (1 + math.cos(math.pi * progress))
+
+    precision = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if mode == "autocast" \
+        else (lambda: torch.autocast("cpu", enabled=False))
+    normalize = lambda u8: (u8.float() / 255 - 0.5) / 0.5
+
+    def augment(u8):  # random shift by up to PAD pixels (zero padding), then a random flip
+        padded = F.pad(u8, (PAD, PAD, PAD, PAD))
+        off = torch.randint(0, 2 * PAD + 1, (len(u8), 2), generator=gen)
+        out = torch.stack([padded[i, :, dy:dy + 28, dx:dx + 28] for i, (dy, dx) in enumerate(off.tolist())])
+        flip = torch.rand(len(u8), generator=gen) < 0.5
+        out[flip] = out[flip].flip(-1)
+        return out
+
+    epochs, step, elapsed = [], 0, 0.0
+    for epoch in range(args.epochs):
+        t0 = time.perf_counter()
+        model.train()
+        order = torch.randperm(len(x_train), generator=gen)
+        for s in range(steps_per_epoch):
+            idx = order[s * BATCH:(s + 1) * BATCH]
+            xb, yb = normalize(augment(x_train[idx])), y_train[idx].long()
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step)
+            opt.zero_grad(set_to_none=True)
+            with precision():
+                loss = F.cross_entropy(model(xb), yb, label_smoothing=SMOOTH)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+            opt.step()
+            step += 1
+        model.eval()
+        correct = 0
+        with torch.inference_mode(), precision():
+            for i in range(0, len(x_test), BATCH):
+                correct += (model(normalize(x_test[i:i + BATCH])).argmax(1) == y_test[i:i + BATCH]).sum().item()
+        elapsed += time.perf_counter() - t0
+        epochs.append({"epoch": epoch + 1, "test_acc": correct / len(x_test), "elapsed": round(elapsed, 2)})
+        print(f"  torch {mode} epoch {epoch + 1}: {100 * correct / len(x_test):.2f} % at {elapsed:.0f} s", flush=True)
+        if len(first_reaching(epochs, args.targets)) == len(args.targets):
+            break
+    return {"epochs": epochs, "wall_s": round(elapsed, 1)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gmlp", default=os.path.join(HERE, "..", "build", "gmlp"))
+    ap.add_argument("--targets", type=float, nargs="+", default=[90, 93], help="test accuracies, in %%")
+    ap.add_argument("--epochs", type=int, default=30, help="the schedule's length, and the most any engine runs")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--data-dir", default=DATA_DIR, help="Fashion-MNIST's gzipped IDX files")
+    ap.add_argument("--engines", nargs="+", default=["gmlp", "eager", "autocast"],
+                    choices=["gmlp", "eager", "autocast"])
+    ap.add_argument("--autocast", action="store_true", help="run torch autocast even without native bf16")
+    ap.add_argument("--out", default="runs/speedrun")
+    ap.add_argument("--train-limit", type=int, default=0, help="train on the first N images only (a quick check)")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    results = {}
+    for engine in [e for e in ("gmlp", "eager", "autocast") if e in args.engines]:  # in this order
+        if engine == "autocast" and not (cpu_has_bf16() or args.autocast):
+            print("torch autocast: left out, this CPU has no native bf16 (--autocast runs it emulated)")
+            continue
+        print(f"{engine}:", flush=True)
+        results[engine] = run_gmlp(args, os.path.join(args.out, "gmlp")) if engine == "gmlp" \
+            else run_torch(args, engine)
+    commit = subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty"], capture_output=True,
+                            text=True).stdout.strip()
+    names = {"gmlp": "gmlp (fp32)", "eager": "PyTorch eager (fp32)", "autocast": "PyTorch bf16 autocast"}
+    print(f"\nfmnist-s to test accuracy, {args.epochs}-epoch schedule, {args.threads} threads, "
+          f"{cpu_name()}, commit {commit}\n")
+    print("| target | " + " | ".join(names[e] for e in results) + " |")
+    print("|---|" + "---:|" * len(results))
+    reached = {e: first_reaching(r["epochs"], args.targets) for e, r in results.items()}
+    for t in args.targets:
+        cells = []
+        for e in results:
+            if t not in reached[e]:
+                best = max((x["test_acc"] for x in results[e]["epochs"]), default=0)
+                cells.append(f"not in {len(results[e]['epochs'])} epochs (best {100 * best:.2f} %)")
+                continue
+            s, ep = reached[e][t]
+            ratio = ""
+            if e != "gmlp" and t in reached.get("gmlp", {}):
+                ratio = f", {s / reached['gmlp'][t][0]:.2f}× gmlp's"
+            cells.append(f"{s:.0f} s (epoch {ep}{ratio})")
+        print(f"| {t:g} % | " + " | ".join(cells) + " |")
+    with open(os.path.join(args.out, "speedrun.json"), "w") as f:
+        json.dump({"cpu": cpu_name(), "commit": commit, "threads": args.threads, "epochs": args.epochs,
+                   "targets": args.targets, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
