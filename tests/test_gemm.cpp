@@ -131,7 +131,7 @@ TEST(Gemm, EpilogueVisitsEachFinishedElementOnce) {
       std::vector<float> C = o.C;
       std::vector<int> seen(size_t(c.M * c.N), 0);
       std::atomic<int> early{0};  // elements passed to the epilogue before their sum was complete
-      const gemm::Epilogue mark = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+      const auto visit = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
         for (int64_t i = r0; i < r1; ++i)
           for (int64_t j = c0; j < c1; ++j) {
             if (std::memcmp(&C[i * o.ldc + j], &plain[i * o.ldc + j], sizeof(float)) != 0) ++early;
@@ -139,6 +139,7 @@ TEST(Gemm, EpilogueVisitsEachFinishedElementOnce) {
             ++seen[i * c.N + j];
           }
       };
+      const gemm::Epilogue mark(visit);
       omp_set_num_threads(t);
       gemm::sgemm(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, c.accumulate, C.data(), o.ldc,
                   &mark);

@@ -7,15 +7,30 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 
 namespace gmlp::gemm {
 
 // Elementwise work on C after its product (a fused epilogue, as oneDNN's post-ops): called with
 // C's rows [r0, r1) and columns [c0, c1) once their sums are complete, block by block while the
 // block is still in cache, from the thread that computed it. Every element passes through it
-// exactly once, so it must treat each element on its own.
-using Epilogue = std::function<void(int64_t r0, int64_t r1, int64_t c0, int64_t c1)>;
+// exactly once, so it must treat each element on its own. A reference to a callable f(r0, r1, c0,
+// c1) that outlives it (a named lambda): unlike std::function it never allocates, which a
+// training step must not.
+class Epilogue {
+ public:
+  template <class F>
+  explicit Epilogue(const F& f)
+      : f_(&f), call_([](const void* f, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+          (*static_cast<const F*>(f))(r0, r1, c0, c1);
+        }) {}
+  template <class F>
+  Epilogue(const F&& f) = delete;  // a temporary would be gone before the product calls it
+  void operator()(int64_t r0, int64_t r1, int64_t c0, int64_t c1) const { call_(f_, r0, r1, c0, c1); }
+
+ private:
+  const void* f_;
+  void (*call_)(const void*, int64_t, int64_t, int64_t, int64_t);
+};
 
 // f32 products with at most this many multiply-adds (about 25 µs on one Zen 3 core) run
 // single-threaded, here and in oneDNN's sgemm (core/matmul.cpp). At 2^22 every product of a

@@ -102,8 +102,8 @@ namespace {
 
 // The f32 product: gmlp's own (core/gemm.h) where the CPU has AVX2 or AVX-512, which allocates
 // nothing once a shape has been seen and starts no nested team; oneDNN's sgemm otherwise.
-void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-           int64_t ldb, bool accumulate, float* C, int64_t ldc, const gemm::Epilogue* epilogue) {
+void f32_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const gemm::Epilogue* epilogue) {
   if (gemm::available()) return gemm::sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
   // A product too small to pay for waking the other threads runs on this one, as gemm's.
   const int threads = omp_get_max_threads();
@@ -181,7 +181,7 @@ void matmul_split_k(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda
       const int64_t k0 = c * kChunk, w = std::min(kChunk, K - k0);
       for (int64_t i = 0; i < M; ++i) std::memcpy(&a[i * w], A + i * lda + k0, w * sizeof(float));
       for (int64_t j = 0; j < N; ++j) std::memcpy(&b[j * w], B + j * ldb + k0, w * sizeof(float));
-      sgemm(false, true, M, N, w, a.data(), w, b.data(), w, sum_beta != 0.f, sum, N, nullptr);
+      f32_product(false, true, M, N, w, a.data(), w, b.data(), w, sum_beta != 0.f, sum, N, nullptr);
       sum_beta = 1.f;
     }
     if (sum_beta == 0.f) std::fill(sum, sum + M * N, 0.f);  // more threads than chunks
@@ -210,7 +210,7 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   }
   if (g_precision == Precision::f32) {
     if (!split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()))
-      return sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);
+      return f32_product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);
     matmul_split_k(M, N, K, A, lda, B, ldb, beta, C, ldc);
     if (epilogue) (*epilogue)(0, M, 0, N);
     return;

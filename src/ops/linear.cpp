@@ -17,7 +17,7 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t
                     T* pre) {
   GMLP_CHECK(act == Activation::none || pre != nullptr);
   T* c = act == Activation::gelu ? pre : y;  // the product's output
-  const gemm::Epilogue epilogue = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const auto apply = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     for (int64_t r = r0; r < r1; ++r) {
       T* row = c + r * out;
       if (b) {
@@ -27,6 +27,7 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t
       if (act == Activation::gelu) gelu_forward_serial(y + r * out + c0, row + c0, c1 - c0);
     }
   };
+  const gemm::Epilogue epilogue(apply);
   const bool fused = b || act != Activation::none;
   matmul<T>(false, true, M, out, in, x, in, W, in, T(0), c, out, fused ? &epilogue : nullptr);
 }
@@ -61,9 +62,10 @@ void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, i
                      Write dx_write, Activation act, const T* pre) {
   // fwd: y = x·Wᵀ + b  =>  dx += dy·W;  dW += dyᵀ·x;  db += Σ_rows dy
   GMLP_CHECK(act == Activation::none || (dx && pre && dx_write == Write::overwrite));
-  const gemm::Epilogue activation = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const auto gelu_grad = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     for (int64_t r = r0; r < r1; ++r) gelu_backward_inplace_serial(dx + r * in + c0, pre + r * in + c0, c1 - c0);
   };
+  const gemm::Epilogue activation(gelu_grad);
   if (dx)
     matmul<T>(false, false, M, in, out, dy, out, W, in, dx_write == Write::overwrite ? T(0) : T(1), dx, in,
               act == Activation::gelu ? &activation : nullptr);
