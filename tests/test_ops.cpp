@@ -242,9 +242,10 @@ TEST(FastVsRef, Linear) {
   EXPECT_TRUE(close("db", db1, db2, tol::kFastVsRef, 10.0));
 }
 
-// GELU fused into the product: pre is the unfused layer's output and y = gelu_forward(pre), bit
-// for bit, on 1 and 2 threads, at a shape that crosses the product's K block (256) and is no
-// multiple of its tiles.
+// GELU fused into the product: y = gelu_forward(the unfused layer's output), bit for bit, and
+// the slope it saves turns a gradient as gelu_backward_inplace does, on 1 and 2 threads, at a
+// shape that crosses the product's K block (256) and is no multiple of its tiles; inference
+// (no slope) the same y.
 TEST(FastVsRef, LinearWithFusedGeluIsTheUnfusedLayerBitForBit) {
   const int64_t M = 301, in = 300, out = 133;
   Rng rng(11);
@@ -252,13 +253,19 @@ TEST(FastVsRef, LinearWithFusedGeluIsTheUnfusedLayerBitForBit) {
   const int threads = omp_get_max_threads();
   for (const int t : {1, 2}) {
     omp_set_num_threads(t);
-    std::vector<float> plain(M * out), want(M * out), pre(M * out), y(M * out);
+    std::vector<float> plain(M * out), want(M * out), slope(M * out), y(M * out), y_infer(M * out);
     linear_forward(plain.data(), x.data(), W.data(), b.data(), M, in, out);
     gelu_forward(want.data(), plain.data(), M * out);
-    linear_forward(y.data(), x.data(), W.data(), b.data(), M, in, out, Activation::gelu, pre.data());
+    linear_forward(y.data(), x.data(), W.data(), b.data(), M, in, out, Activation::gelu, slope.data());
+    linear_forward(y_infer.data(), x.data(), W.data(), b.data(), M, in, out, Activation::gelu);
     omp_set_num_threads(threads);
-    EXPECT_EQ(0, std::memcmp(pre.data(), plain.data(), pre.size() * sizeof(float))) << t << " threads";
     EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float))) << t << " threads";
+    EXPECT_EQ(0, std::memcmp(y_infer.data(), want.data(), y.size() * sizeof(float))) << t << " threads";
+    auto d1 = randn<float>(M * out, rng);
+    auto d2 = d1;
+    gelu_backward_inplace(d1.data(), plain.data(), M * out);
+    gelu_backward_by_slope(d2.data(), slope.data(), M * out);
+    EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * sizeof(float))) << t << " threads";
   }
 }
 
@@ -364,8 +371,8 @@ TEST(FastVsRef, LinearBackwardWithFusedGeluIsTheUnfusedBitForBit) {
   const int64_t M = 301, in = 133, out = 300;
   Rng rng(12);
   auto pre = randn<float>(M * in, rng), W = randn<float>(out * in, rng, 0.1), dy = randn<float>(M * out, rng);
-  std::vector<float> x(M * in);
-  gelu_forward(x.data(), pre.data(), M * in);
+  std::vector<float> x(M * in), slope(M * in);
+  gelu_forward_serial(x.data(), pre.data(), M * in, slope.data());
   const int threads = omp_get_max_threads();
   for (const int t : {1, 2}) {
     omp_set_num_threads(t);
@@ -374,7 +381,7 @@ TEST(FastVsRef, LinearBackwardWithFusedGeluIsTheUnfusedBitForBit) {
     linear_backward(dx1.data(), dW1.data(), db1.data(), dy.data(), x.data(), W.data(), M, in, out, Write::overwrite);
     gelu_backward_inplace(dx1.data(), pre.data(), M * in);
     linear_backward(dx2.data(), dW2.data(), db2.data(), dy.data(), x.data(), W.data(), M, in, out, Write::overwrite,
-                    Activation::gelu, pre.data());
+                    Activation::gelu, slope.data());
     omp_set_num_threads(threads);
     EXPECT_EQ(0, std::memcmp(dx1.data(), dx2.data(), dx1.size() * sizeof(float))) << t << " threads";
     EXPECT_EQ(dW1, dW2);

@@ -48,18 +48,19 @@ struct LinearParams {
     else
       init::fill(wt + b, out, T(0));
   }
-  // With act, pre receives the product plus bias and y the activation of it (linear_forward).
+  // With act, y is the activation of the product plus bias, and slope (when given) its
+  // derivative there (linear_forward).
   template <class T>
-  void forward(T* y, const T* x, const T* wt, int64_t M, Activation act = Activation::none, T* pre = nullptr) const {
-    linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out, act, pre);
+  void forward(T* y, const T* x, const T* wt, int64_t M, Activation act = Activation::none, T* slope = nullptr) const {
+    linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out, act, slope);
   }
   std::string emit(OnnxBuilder& g, const std::string& x) const { return g.linear(x, w, b); }
   // dx (nullptr: not wanted) overwritten, or with Write::accumulate added to. With act, x is
-  // act(pre) and dx the gradient of pre (linear_backward).
+  // act(z), slope act's derivative at z, and dx the gradient of z (linear_backward).
   template <class T>
   void backward(T* dx, const T* dy, const T* x, const T* wt, T* g, int64_t M, Write dx_write = Write::overwrite,
-                Activation act = Activation::none, const T* pre = nullptr) const {
-    linear_backward(dx, g + w, b >= 0 ? g + b : nullptr, dy, x, wt + w, M, in, out, dx_write, act, pre);
+                Activation act = Activation::none, const T* slope = nullptr) const {
+    linear_backward(dx, g + w, b >= 0 ? g + b : nullptr, dy, x, wt + w, M, in, out, dx_write, act, slope);
   }
 };
 
@@ -79,7 +80,8 @@ class ChannelMlp final : public Branch<T> {
   }
   void lay_out(Arena<T>& a, int64_t B) override {
     const int64_t M = d_.N * B;
-    a.keep(&z_, M * F_);
+    z_ = nullptr;  // GELU's slope at fc1's output, for backward only
+    if (a.training()) a.keep(&z_, M * F_);
     a.keep(&a_, M * F_);
     if (a.training()) a.temp(&da_, M * F_);
   }
@@ -264,7 +266,9 @@ class GatingMlp final : public Branch<T> {
   }
   void lay_out(Arena<T>& a, int64_t B) override {
     const int64_t M = d_.N * B, H = H_;
-    for (auto [p, n] : {std::pair{&z_, M * F_}, {&a_, M * F_}, {&s_, M * H}}) a.keep(p, n);
+    for (auto [p, n] : {std::pair{&a_, M * F_}, {&s_, M * H}}) a.keep(p, n);
+    z_ = nullptr;  // GELU's slope at fc1's output, for backward only
+    if (a.training()) a.keep(&z_, M * F_);
     // The gate's saved state is for backward only; inference keeps its tiles in cache.
     vn_ = mean_ = rstd_ = g_ = nullptr;
     if (a.training())
@@ -313,10 +317,9 @@ class GatingMlp final : public Branch<T> {
                    w + gnorm_w_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr);
     }
     {
-      // GELU's backward runs at its arithmetic's speed (erf and exp per element): fused into the
-      // gate's rows it measured slower than this contiguous pass.
+      // GELU's backward: one multiply an element, by the slope fc1's epilogue saved.
       GMLP_PROFILE("bwd.gelu");
-      gelu_backward_inplace(dz_, z_, M * F_);
+      gelu_backward_by_slope(dz_, z_, M * F_);
     }
     {
       GMLP_PROFILE("bwd.fc1");

@@ -88,13 +88,31 @@ void gelu_forward(T* y, const T* x, int64_t n) {
 }
 
 template <class T>
-void gelu_forward_serial(T* y, const T* x, int64_t n) {
-  gelu_forward_span(y, x, n);
+void gelu_forward_serial(T* y, const T* x, int64_t n, T* slope) {
+  if (!slope) {  // in place allowed: each element is read before it is written
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = T(0.5) * x[i] * (T(1) + erf_of(x[i] * T(kInvSqrt2)));
+    return;
+  }
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {  // the expressions of gelu_forward_span and the backward's
+    const T xi = x[i], e = erf_of(xi * T(kInvSqrt2));
+    const T cdf = T(0.5) * (T(1) + e);
+    const T pdf = T(kInvSqrt2Pi) * gauss_of(xi);
+    slope[i] = cdf + xi * pdf;
+    y[i] = T(0.5) * xi * (T(1) + e);
+  }
 }
 
 template <class T>
-void gelu_backward_inplace_serial(T* d, const T* x, int64_t n) {
-  gelu_backward_inplace_span(d, x, n);
+void gelu_backward_by_slope_serial(T* d, const T* slope, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i] *= slope[i];
+}
+
+template <class T>
+void gelu_backward_by_slope(T* d, const T* slope, int64_t n) {
+  parallel_spans(n, [&](int64_t b, int64_t e) { gelu_backward_by_slope_serial(d + b, slope + b, e - b); });
 }
 
 template <class T>
@@ -121,13 +139,14 @@ void gelu_backward_ref(T* dx, const T* dy, const T* x, int64_t n) {
   }
 }
 
-#define GMLP_INSTANTIATE(T)                                             \
-  template void gelu_forward<T>(T*, const T*, int64_t);                 \
-  template void gelu_forward_serial<T>(T*, const T*, int64_t);          \
-  template void gelu_backward<T>(T*, const T*, const T*, int64_t);      \
-  template void gelu_backward_inplace<T>(T*, const T*, int64_t);        \
-  template void gelu_backward_inplace_serial<T>(T*, const T*, int64_t); \
-  template void gelu_forward_ref<T>(T*, const T*, int64_t);             \
+#define GMLP_INSTANTIATE(T)                                              \
+  template void gelu_forward<T>(T*, const T*, int64_t);                  \
+  template void gelu_forward_serial<T>(T*, const T*, int64_t, T*);       \
+  template void gelu_backward_by_slope<T>(T*, const T*, int64_t);        \
+  template void gelu_backward_by_slope_serial<T>(T*, const T*, int64_t); \
+  template void gelu_backward<T>(T*, const T*, const T*, int64_t);       \
+  template void gelu_backward_inplace<T>(T*, const T*, int64_t);         \
+  template void gelu_forward_ref<T>(T*, const T*, int64_t);              \
   template void gelu_backward_ref<T>(T*, const T*, const T*, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

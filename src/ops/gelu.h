@@ -8,9 +8,11 @@ namespace gmlp {
 // y (n) overwritten; may alias x.
 template <class T>
 void gelu_forward(T* y, const T* x, int64_t n);
-// The same on the calling thread alone, with the same bits (a product's fused epilogue).
+// The same on the calling thread alone, with the same bits (a product's fused epilogue). With
+// slope, also slope = Φ(x) + x·φ(x), GELU's derivative, from the same erf: what backward
+// multiplies by (gelu_backward_inplace's factor, the same bits). y may alias x.
 template <class T>
-void gelu_forward_serial(T* y, const T* x, int64_t n);
+void gelu_forward_serial(T* y, const T* x, int64_t n, T* slope = nullptr);
 // dx += dy · (Φ(x) + x·φ(x)).
 template <class T>
 void gelu_backward(T* dx, const T* dy, const T* x, int64_t n);
@@ -18,9 +20,12 @@ void gelu_backward(T* dx, const T* dy, const T* x, int64_t n);
 // d = d · (Φ(x) + x·φ(x)) in place: turns ∂L/∂y into ∂L/∂x without a second buffer.
 template <class T>
 void gelu_backward_inplace(T* d, const T* x, int64_t n);
-// The same on the calling thread alone, with the same bits (fused into the op that writes d).
+// d = d · slope, slope from gelu_forward_serial: gelu_backward_inplace's bits without its erf
+// and exp. The serial form is for a product's fused epilogue.
 template <class T>
-void gelu_backward_inplace_serial(T* d, const T* x, int64_t n);
+void gelu_backward_by_slope(T* d, const T* slope, int64_t n);
+template <class T>
+void gelu_backward_by_slope_serial(T* d, const T* slope, int64_t n);
 
 template <class T>
 void gelu_forward_ref(T* y, const T* x, int64_t n);

@@ -14,22 +14,21 @@ namespace gmlp {
 
 template <class T>
 void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in, int64_t out, Activation act,
-                    T* pre) {
-  GMLP_CHECK(act == Activation::none || pre != nullptr);
-  T* c = act == Activation::gelu ? pre : y;  // the product's output
+                    T* slope) {
   const auto apply = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     for (int64_t r = r0; r < r1; ++r) {
-      T* row = c + r * out;
+      T* row = y + r * out;
       if (b) {
 #pragma omp simd
         for (int64_t j = c0; j < c1; ++j) row[j] += b[j];
       }
-      if (act == Activation::gelu) gelu_forward_serial(y + r * out + c0, row + c0, c1 - c0);
+      if (act == Activation::gelu)
+        gelu_forward_serial(row + c0, row + c0, c1 - c0, slope ? slope + r * out + c0 : nullptr);
     }
   };
   const gemm::Epilogue epilogue(apply);
   const bool fused = b || act != Activation::none;
-  matmul<T>(false, true, M, out, in, x, in, W, in, T(0), c, out, fused ? &epilogue : nullptr);
+  matmul<T>(false, true, M, out, in, x, in, W, in, T(0), y, out, fused ? &epilogue : nullptr);
 }
 
 template <class T>
@@ -59,11 +58,11 @@ void column_sum_add(T* db, const T* dy, int64_t ldy, int64_t M, int64_t C) {
 
 template <class T>
 void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M, int64_t in, int64_t out,
-                     Write dx_write, Activation act, const T* pre) {
+                     Write dx_write, Activation act, const T* slope) {
   // fwd: y = x·Wᵀ + b  =>  dx += dy·W;  dW += dyᵀ·x;  db += Σ_rows dy
-  GMLP_CHECK(act == Activation::none || (dx && pre && dx_write == Write::overwrite));
+  GMLP_CHECK(act == Activation::none || (dx && slope && dx_write == Write::overwrite));
   const auto gelu_grad = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    for (int64_t r = r0; r < r1; ++r) gelu_backward_inplace_serial(dx + r * in + c0, pre + r * in + c0, c1 - c0);
+    for (int64_t r = r0; r < r1; ++r) gelu_backward_by_slope_serial(dx + r * in + c0, slope + r * in + c0, c1 - c0);
   };
   const gemm::Epilogue activation(gelu_grad);
   if (dx)

@@ -13,19 +13,21 @@ enum class Activation { none, gelu };
 
 // y: (M, out) overwritten; x: (M, in); W: (out, in); b: (out) or nullptr. The bias, and with
 // act = gelu the activation, are applied by the product to each block of its output while the
-// block is in cache. With gelu, pre (M, out) receives x·Wᵀ + b (what GELU's backward reads) and
-// y = GELU(pre), the same bits as gelu_forward on pre.
+// block is in cache: with gelu, y = GELU(x·Wᵀ + b), the same bits as gelu_forward after the
+// layer, and slope (M, out), when given (training), receives GELU's derivative there, from the
+// same erf: what backward multiplies by (linear_backward, gelu_backward_by_slope).
 template <class T>
 void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in, int64_t out,
-                    Activation act = Activation::none, T* pre = nullptr);
+                    Activation act = Activation::none, T* slope = nullptr);
 
 // Accumulates: dx += dy·W (skipped when dx is nullptr), dW += dyᵀ·x, db += Σ_rows dy.
 // With Write::overwrite, dx = dy·W instead (saves zeroing a fresh buffer). With act = gelu (and
-// dx overwritten), x being GELU(pre): dx = (dy·W) ⊙ GELU'(pre), the gradient of the activation's
-// input, fused into the product (the same bits as gelu_backward_inplace after it).
+// dx overwritten), x being GELU(z) and slope GELU'(z) (linear_forward's): dx = (dy·W) ⊙ slope,
+// the gradient of the activation's input, fused into the product (the same bits as
+// gelu_backward_inplace after it).
 template <class T>
 void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M, int64_t in, int64_t out,
-                     Write dx_write = Write::accumulate, Activation act = Activation::none, const T* pre = nullptr);
+                     Write dx_write = Write::accumulate, Activation act = Activation::none, const T* slope = nullptr);
 
 // Plain loops, the reference the fast versions are held to.
 template <class T>
