@@ -114,6 +114,14 @@ void pack_b(float* dst, View b, int64_t kc, int64_t cols, int64_t nr) {
   }
 }
 
+// An edge tile's rows × cols of its scratch tile (nr wide) added to C or copied there: one
+// rounding of C + sum, as the kernel's.
+void store_edge(const float* edge, int64_t nr, float* c, int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t q = 0; q < cols; ++q)
+      c[r * ldc + q] = accumulate ? c[r * ldc + q] + edge[r * nr + q] : edge[r * nr + q];
+}
+
 // C[0, rows) × [j0, j1) of a block, from its packed A (rows × kc) and packed B (kc × nc).
 void macro(const Isa& isa, int64_t rows, int64_t nc, int64_t kc, const float* ap, const float* bp, float* c,
            int64_t ldc, bool accumulate, int64_t j0, int64_t j1) {
@@ -129,12 +137,9 @@ void macro(const Isa& isa, int64_t rows, int64_t nc, int64_t kc, const float* ap
         isa.kernel(kc, a, b, cc, ldc, accumulate);
         continue;
       }
-      // An edge tile: the same sums into a scratch tile, then added or copied (one rounding of
-      // C + sum, as the kernel's).
+      // An edge tile: the same sums into a scratch tile first.
       isa.kernel(kc, a, b, edge, isa.nr, false);
-      for (int64_t r = 0; r < n; ++r)
-        for (int64_t q = 0; q < cols; ++q)
-          cc[r * ldc + q] = accumulate ? cc[r * ldc + q] + edge[r * isa.nr + q] : edge[r * isa.nr + q];
+      store_edge(edge, isa.nr, cc, ldc, n, cols, accumulate);
     }
   }
 }
@@ -156,9 +161,7 @@ void macro_direct(const Isa& isa, int64_t rows, int64_t nc, int64_t kc, const fl
         continue;
       }
       isa.direct(kc, a + i * lda, lda, bp + j * kc, edge, isa.nr, false);
-      for (int64_t r = 0; r < kMR; ++r)
-        for (int64_t q = 0; q < cols; ++q)
-          cc[r * ldc + q] = accumulate ? cc[r * ldc + q] + edge[r * isa.nr + q] : edge[r * isa.nr + q];
+      store_edge(edge, isa.nr, cc, ldc, kMR, cols, accumulate);
     }
   if (full == rows) return;
   pack_a(ap, View{a + full * lda, lda, 1}, rows - full, kc);

@@ -42,9 +42,10 @@ inline float gauss_of(float x) { return exp_nonpositive(-0.5f * x * x); }
 inline double gauss_of(double x) { return std::exp(-0.5 * x * x); }
 }  // namespace
 
-// Inner loops on one thread's contiguous share, written so the compiler vectorises them.
+// Inner loops on one thread's contiguous share, written so the compiler vectorises them. The
+// forward may run in place (y = x): each element is read before it is written.
 template <class T>
-void gelu_forward_span(T* __restrict y, const T* __restrict x, int64_t n) {
+void gelu_forward_span(T* y, const T* x, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = T(0.5) * x[i] * (T(1) + erf_of(x[i] * T(kInvSqrt2)));
 }
@@ -89,11 +90,7 @@ void gelu_forward(T* y, const T* x, int64_t n) {
 
 template <class T>
 void gelu_forward_serial(T* y, const T* x, int64_t n, T* slope) {
-  if (!slope) {  // in place allowed: each element is read before it is written
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) y[i] = T(0.5) * x[i] * (T(1) + erf_of(x[i] * T(kInvSqrt2)));
-    return;
-  }
+  if (!slope) return gelu_forward_span(y, x, n);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {  // the expressions of gelu_forward_span and the backward's
     const T xi = x[i], e = erf_of(xi * T(kInvSqrt2));
