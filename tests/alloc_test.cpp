@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
+#include "core/gemm.h"
+#include "core/matmul.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "files.h"
@@ -51,42 +54,53 @@ data::ImageSet random_images(const ModelConfig& cfg, int n, uint64_t seed) {
   return set;
 }
 
+// The precisions whose products are gmlp's own: f32, and bf16 on AVX512-BF16 without AMX (on
+// AMX, bf16 runs oneDNN's primitives, which allocate).
+std::vector<Precision> own_precisions() {
+  std::vector<Precision> out{Precision::f32};
+  if (gemm::bf16_available() && !cpu_features().amx_bf16) out.push_back(Precision::bf16);
+  return out;
+}
+
 // Every image model kind, by its small preset, with every augmentation and regulariser the
 // step runs (crop, flip, Mixup/CutMix, random erasing, drop path, the moving average) and two
 // micro-batches a step: run_loop's step (StepGradients, then AdamW and the moving average),
-// counted from the second.
+// counted from the second; in each precision whose products are gmlp's own.
 TEST_F(Allocations, NoneInImageTrainingStepsOfEveryKind) {
-  for (const Preset& preset : presets()) {
-    if (preset.name.rfind("fmnist-", 0) != 0) continue;
-    SCOPED_TRACE(preset.name);
-    ModelConfig cfg = preset.config;
-    cfg.drop_path = 0.1;
-    auto model = make_model<float>(cfg), ema = make_model<float>(cfg);
-    Rng init(1);
-    model->init(init);
-    const int B = 32, K = 2, micro = B / K;
-    const data::ImageSet set = random_images(cfg, 4 * B, 2);
-    TrainOptions opt;
-    opt.mixup_alpha = 0.8, opt.cutmix_alpha = 1.0, opt.erase_prob = 0.25, opt.ema_decay = 0.99;
-    const data::Normalization norm = data::Normalization::gmlp_default(cfg.in_chans);
-    ImageTask task(*model, ema.get(), set, set, norm, opt);
-    task.plan(micro);
-    const Trainable p = task.trainable();
-    AdamW<float> adamw(*p.params, AdamWConfig{});
-    std::vector<int> order(size_t(set.count));
-    std::iota(order.begin(), order.end(), 0);
-    std::vector<uint64_t> keys(static_cast<size_t>(B));
-    StepGradients gradients(task, B, K);
-    long before = 0;
-    for (int s = 0; s < 4; ++s) {
-      if (s == 1) before = gmlp_allocations();
-      for (int b = 0; b < B; ++b) keys[size_t(b)] = item_key(3, 0, int64_t(s) * B + b);
-      gradients.run(order.data() + s * B, keys.data());
-      optimizer_step(adamw, p.weights, p.grads, p.size, 1.0, 1e-3);
-      task.after_update();
+  for (const Precision precision : own_precisions())
+    for (const Preset& preset : presets()) {
+      if (preset.name.rfind("fmnist-", 0) != 0) continue;
+      SCOPED_TRACE(preset.name + " " + precision_name(precision));
+      set_matmul_precision(precision);
+      ModelConfig cfg = preset.config;
+      cfg.drop_path = 0.1;
+      auto model = make_model<float>(cfg), ema = make_model<float>(cfg);
+      Rng init(1);
+      model->init(init);
+      const int B = 32, K = 2, micro = B / K;
+      const data::ImageSet set = random_images(cfg, 4 * B, 2);
+      TrainOptions opt;
+      opt.mixup_alpha = 0.8, opt.cutmix_alpha = 1.0, opt.erase_prob = 0.25, opt.ema_decay = 0.99;
+      const data::Normalization norm = data::Normalization::gmlp_default(cfg.in_chans);
+      ImageTask task(*model, ema.get(), set, set, norm, opt);
+      task.plan(micro);
+      const Trainable p = task.trainable();
+      AdamW<float> adamw(*p.params, AdamWConfig{});
+      std::vector<int> order(size_t(set.count));
+      std::iota(order.begin(), order.end(), 0);
+      std::vector<uint64_t> keys(static_cast<size_t>(B));
+      StepGradients gradients(task, B, K);
+      long before = 0;
+      for (int s = 0; s < 4; ++s) {
+        if (s == 1) before = gmlp_allocations();
+        for (int b = 0; b < B; ++b) keys[size_t(b)] = item_key(3, 0, int64_t(s) * B + b);
+        gradients.run(order.data() + s * B, keys.data());
+        optimizer_step(adamw, p.weights, p.grads, p.size, 1.0, 1e-3);
+        task.after_update();
+      }
+      set_matmul_precision(Precision::f32);
+      EXPECT_EQ(gmlp_allocations() - before, 0) << "heap allocations in steps 2..4";
     }
-    EXPECT_EQ(gmlp_allocations() - before, 0) << "heap allocations in steps 2..4";
-  }
 }
 
 // Pretraining (gMLP and BERT) and finetuning (with the masked-token loss beside the task's),

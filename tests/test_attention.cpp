@@ -213,9 +213,9 @@ TEST(FastVsRef, Attention) {
 }
 
 TEST(Attention, Bf16MatchesF32) {
-  // In bf16 the pairs run one after another (matmul's bf16 path is not re-entrant); the result
-  // must still be right. bf16 rounds each operand to 8 mantissa bits, so this is the bar the
-  // whole-model bf16 test uses (test_model.cpp), not a float one.
+  // The (image, head) pairs' products run in bf16 inside the parallel region. bf16 rounds each
+  // operand to 8 mantissa bits, so this is the bar the whole-model bf16 test uses
+  // (test_model.cpp), not a float one.
   if (!cpu_has_bf16()) GTEST_SKIP() << "no native bf16 on this CPU";
   const AttnShape s{49, 5, 4, 16};
   const int64_t M = s.N * s.B, W = s.width();

@@ -1,7 +1,7 @@
-// gmlp's own f32 matrix product (core/gemm.h) against a double-precision product: every
-// transposition, accumulate or not, strided operands, shapes that are not multiples of the
-// tiles and that cross the K and N blocks; and the same bits on 1 or 2 threads or inside a
-// parallel region.
+// gmlp's own matrix products (core/gemm.h), f32 and bf16, against a double-precision product of
+// the operands they multiply (bf16's rounded to bfloat16): every transposition, accumulate or not,
+// strided operands, shapes that are not multiples of the tiles, odd depths and depths that cross
+// the K and N blocks; and the same bits on 1 or 2 threads or inside a parallel region.
 #include "core/gemm.h"
 
 #include <gtest/gtest.h>
@@ -11,8 +11,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/rng.h"
 
 namespace gmlp {
@@ -48,23 +50,35 @@ Operands make(const Case& c, uint64_t seed) {
   return o;
 }
 
-std::vector<float> run(const Case& c, const Operands& o) {
+enum class Format { f32, bf16 };
+
+std::string name(const ::testing::TestParamInfo<Format>& info) { return info.param == Format::f32 ? "f32" : "bf16"; }
+
+// The product of the format, with an epilogue when given.
+void product(Format f, const Case& c, const Operands& o, float* C, const gemm::Epilogue* epilogue = nullptr) {
+  (f == Format::f32 ? gemm::sgemm : gemm::bf16gemm)(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb,
+                                                    c.accumulate, C, o.ldc, epilogue);
+}
+
+std::vector<float> run(Format f, const Case& c, const Operands& o) {
   std::vector<float> C = o.C;
-  gemm::sgemm(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, c.accumulate, C.data(), o.ldc);
+  product(f, c, o, C.data());
   return C;
 }
 
 // |computed - exact| ≤ γ_(K+1) · (Σ_k |a_ik b_kj| + |c_ij|), the bound of a float sum of K + 1
 // terms in any order (γ_n = n·u / (1 - n·u), u = 2^-24), plus the rounding of the inputs: none,
 // the inputs are floats and the reference sums their exact products in double.
-void expect_close(const Case& c, const Operands& o, const std::vector<float>& C) {
+// In bf16 the exact product is of the operands rounded to bfloat16, as the product multiplies them.
+void expect_close(Format f, const Case& c, const Operands& o, const std::vector<float>& C) {
+  auto operand = [f](float x) { return f == Format::bf16 ? double(bf16_to_float(float_to_bf16(x))) : double(x); };
   const double u = std::ldexp(1.0, -24), gamma = double(c.K + 1) * u / (1 - double(c.K + 1) * u);
   for (int64_t i = 0; i < c.M; ++i)
     for (int64_t j = 0; j < c.N; ++j) {
       double exact = c.accumulate ? double(o.C[i * o.ldc + j]) : 0.0, magnitude = std::abs(exact);
       for (int64_t k = 0; k < c.K; ++k) {
-        const double a = c.ta ? o.A[k * o.lda + i] : o.A[i * o.lda + k];
-        const double b = c.tb ? o.B[j * o.ldb + k] : o.B[k * o.ldb + j];
+        const double a = operand(c.ta ? o.A[k * o.lda + i] : o.A[i * o.lda + k]);
+        const double b = operand(c.tb ? o.B[j * o.ldb + k] : o.B[k * o.ldb + j]);
         exact += a * b, magnitude += std::abs(a * b);
       }
       const double got = C[i * o.ldc + j];
@@ -78,56 +92,62 @@ void expect_close(const Case& c, const Operands& o, const std::vector<float>& C)
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  const int64_t shapes[][3] = {{1, 1, 1},      {6, 16, 8},    {7, 17, 9},  {5, 33, 1},     {49, 49, 128},
-                               {13, 100, 300}, {100, 7, 513}, {2, 40, 64}, {130, 3100, 20}};
+  const int64_t shapes[][3] = {{1, 1, 1},      {6, 16, 8},    {7, 17, 9},  {5, 33, 1},      {49, 49, 128},
+                               {13, 100, 300}, {100, 7, 513}, {2, 40, 64}, {130, 3100, 20}, {12, 64, 1101}};
   for (const auto& s : shapes)
     for (int t = 0; t < 8; ++t) out.push_back({bool(t & 1), bool(t & 2), bool(t & 4), s[0], s[1], s[2]});
   return out;
 }
 
-TEST(Gemm, MatchesTheDoubleProductWithinTheFloatSumBound) {
-  if (!gemm::available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
+class Gemm : public ::testing::TestWithParam<Format> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Format::f32 && !gemm::available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
+    if (GetParam() == Format::bf16 && !gemm::bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  }
+};
+
+TEST_P(Gemm, MatchesTheDoubleProductWithinTheFloatSumBound) {
   uint64_t seed = 1;
   for (const Case& c : cases()) {
     const Operands o = make(c, seed++);
-    expect_close(c, o, run(c, o));
+    expect_close(GetParam(), c, o, run(GetParam(), c, o));
   }
 }
 
-TEST(Gemm, SameBitsOnAnyThreadCountAndInsideAParallelRegion) {
-  if (!gemm::available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
+TEST_P(Gemm, SameBitsOnAnyThreadCountAndInsideAParallelRegion) {
+  const Format f = GetParam();
   const int threads = omp_get_max_threads();
   uint64_t seed = 100;
   for (Case c : {Case{false, false, false, 300, 200, 300}, Case{false, true, true, 520, 64, 600},
                  Case{true, false, false, 7, 3100, 300}, Case{true, true, true, 97, 130, 257}}) {
     const Operands o = make(c, seed++);
     omp_set_num_threads(1);
-    const std::vector<float> one = run(c, o);
+    const std::vector<float> one = run(f, c, o);
     omp_set_num_threads(2);
-    const std::vector<float> two = run(c, o);
+    const std::vector<float> two = run(f, c, o);
     omp_set_num_threads(threads);
     std::vector<float> nested;
 #pragma omp parallel num_threads(2)
     {
 #pragma omp single
-      nested = run(c, o);
+      nested = run(f, c, o);
     }
     ASSERT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float))) << c.M << "x" << c.N << "x" << c.K;
     ASSERT_EQ(0, std::memcmp(one.data(), nested.data(), one.size() * sizeof(float))) << c.M << "x" << c.N << "x" << c.K;
-    expect_close(c, o, one);
+    expect_close(f, c, o, one);
   }
 }
 
 // The epilogue sees every element of C exactly once, after its whole sum: each call finds its
 // block final (equal to the product without an epilogue) and marks it; blocks never overlap.
-TEST(Gemm, EpilogueVisitsEachFinishedElementOnce) {
-  if (!gemm::available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
+TEST_P(Gemm, EpilogueVisitsEachFinishedElementOnce) {
   const int threads = omp_get_max_threads();
   uint64_t seed = 200;
   for (const Case& c : cases())
     for (const int t : {1, 2}) {
       const Operands o = make(c, seed++);
-      const std::vector<float> plain = run(c, o);
+      const std::vector<float> plain = run(GetParam(), c, o);
       std::vector<float> C = o.C;
       std::vector<int> seen(size_t(c.M * c.N), 0);
       std::atomic<int> early{0};  // elements passed to the epilogue before their sum was complete
@@ -141,8 +161,7 @@ TEST(Gemm, EpilogueVisitsEachFinishedElementOnce) {
       };
       const gemm::Epilogue mark(visit);
       omp_set_num_threads(t);
-      gemm::sgemm(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, c.accumulate, C.data(), o.ldc,
-                  &mark);
+      product(GetParam(), c, o, C.data(), &mark);
       omp_set_num_threads(threads);
       EXPECT_EQ(early.load(), 0) << c.M << "x" << c.N << "x" << c.K << " on " << t << " threads";
       for (int64_t i = 0; i < c.M * c.N; ++i)
@@ -150,6 +169,8 @@ TEST(Gemm, EpilogueVisitsEachFinishedElementOnce) {
                               << " threads";
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(Formats, Gemm, ::testing::Values(Format::f32, Format::bf16), name);
 
 }  // namespace
 }  // namespace gmlp

@@ -24,7 +24,7 @@ namespace {
 // contiguous and the packed slice of B is small (few columns), A is not packed at all: the kernel
 // reads each tile of it in place (macro_direct), with the same sums.
 constexpr int64_t kKC = 256, kMC = 96, kNC = 3072;
-static_assert(kMC % kMR == 0);
+static_assert(kMC % kMR == 0 && kMC % kMRBf16 == 0);
 
 struct Isa {
   Kernel kernel = nullptr;
@@ -49,12 +49,13 @@ constexpr int64_t kDirectSliceBytes = 128 * 1024;
 
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
-// Floats, 64-byte aligned, grown to the largest size asked for and then kept.
+// Words (floats, or bf16 pairs), 64-byte aligned, grown to the largest size asked for and then kept.
+template <class Word>
 class Buffer {
  public:
-  float* get(int64_t n) {
+  Word* get(int64_t n) {
     if (n > size_) {
-      data_.reset(static_cast<float*>(std::aligned_alloc(64, size_t(round_up(n * 4, 64)))));
+      data_.reset(static_cast<Word*>(std::aligned_alloc(64, size_t(round_up(n * int64_t(sizeof(Word)), 64)))));
       if (!data_) throw std::bad_alloc();
       size_ = n;
     }
@@ -63,9 +64,9 @@ class Buffer {
 
  private:
   struct Free {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(Word* p) const { std::free(p); }
   };
-  std::unique_ptr<float, Free> data_;
+  std::unique_ptr<Word, Free> data_;
   int64_t size_ = 0;
 };
 
@@ -114,6 +115,40 @@ void pack_b(float* dst, View b, int64_t kc, int64_t cols, int64_t nr) {
   }
 }
 
+// The two packed formats the blocked product runs on. Each says what a word of a packed panel is,
+// how many words a depth of kc takes, how deep a slice of the sum is, how panels are packed and
+// which tile multiplies them.
+//   F32: floats, one per k; the fp32 FMA tile of the CPU (AVX2 or AVX-512). op(A) may be read in
+//        place (macro_direct).
+//   Bf16: pair words, one per two k (gemm_kernel.h); the AVX512-BF16 tile. A slice twice as deep
+//        takes the bytes of an fp32 slice, so the blocks sit in the caches as fp32's do.
+struct F32 {
+  using Word = float;
+  static constexpr int64_t mr = kMR, kc = kKC;
+  static constexpr bool direct = true;
+  const Isa& isa;
+  int64_t nr() const { return isa.nr; }
+  static int64_t words(int64_t kc) { return kc; }
+  static void pack_a(float* dst, View a, int64_t rows, int64_t kc) { gemm::pack_a(dst, a, rows, kc); }
+  void pack_b(float* dst, View b, int64_t kc, int64_t cols) const { gemm::pack_b(dst, b, kc, cols, isa.nr); }
+  void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) const {
+    isa.kernel(kc, a, b, c, ldc, accumulate);
+  }
+};
+
+struct Bf16 {
+  using Word = uint32_t;
+  static constexpr int64_t mr = kMRBf16, kc = 2 * kKC;
+  static constexpr bool direct = false;
+  static int64_t nr() { return kNRBf16; }
+  static int64_t words(int64_t kc) { return (kc + 1) / 2; }
+  static void pack_a(uint32_t* dst, View a, int64_t rows, int64_t kc) { pack_a_bf16(dst, a.p, a.rs, a.cs, rows, kc); }
+  static void pack_b(uint32_t* dst, View b, int64_t kc, int64_t cols) { pack_b_bf16(dst, b.p, b.rs, b.cs, kc, cols); }
+  static void tile(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+    tile_bf16(words(kc), a, b, c, ldc, accumulate);
+  }
+};
+
 // An edge tile's rows × cols of its scratch tile (nr wide) added to C or copied there: one
 // rounding of C + sum, as the kernel's.
 void store_edge(const float* edge, int64_t nr, float* c, int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
@@ -123,23 +158,26 @@ void store_edge(const float* edge, int64_t nr, float* c, int64_t ldc, int64_t ro
 }
 
 // C[0, rows) × [j0, j1) of a block, from its packed A (rows × kc) and packed B (kc × nc).
-void macro(const Isa& isa, int64_t rows, int64_t nc, int64_t kc, const float* ap, const float* bp, float* c,
-           int64_t ldc, bool accumulate, int64_t j0, int64_t j1) {
-  alignas(64) float edge[kMR * kNRAvx512];
-  for (int64_t j = j0; j < j1; j += isa.nr) {
-    const int64_t cols = std::min(isa.nr, nc - j);
-    for (int64_t i = 0; i < rows; i += kMR) {
-      const int64_t n = std::min<int64_t>(kMR, rows - i);
-      const float* a = ap + i * kc;
-      const float* b = bp + j * kc;
+template <class Format, class Word = typename Format::Word>
+void macro(const Format& f, int64_t rows, int64_t nc, int64_t kc, const Word* ap, const Word* bp, float* c, int64_t ldc,
+           bool accumulate, int64_t j0, int64_t j1) {
+  alignas(64) float edge[kMRBf16 * kNRAvx512];
+  static_assert(kMRBf16 >= kMR);
+  const int64_t nr = f.nr(), kw = f.words(kc);
+  for (int64_t j = j0; j < j1; j += nr) {
+    const int64_t cols = std::min(nr, nc - j);
+    for (int64_t i = 0; i < rows; i += Format::mr) {
+      const int64_t n = std::min(Format::mr, rows - i);
+      const Word* a = ap + i * kw;
+      const Word* b = bp + j * kw;
       float* cc = c + i * ldc + j;
-      if (n == kMR && cols == isa.nr) {
-        isa.kernel(kc, a, b, cc, ldc, accumulate);
+      if (n == Format::mr && cols == nr) {
+        f.tile(kc, a, b, cc, ldc, accumulate);
         continue;
       }
       // An edge tile: the same sums into a scratch tile first.
-      isa.kernel(kc, a, b, edge, isa.nr, false);
-      store_edge(edge, isa.nr, cc, ldc, n, cols, accumulate);
+      f.tile(kc, a, b, edge, nr, false);
+      store_edge(edge, nr, cc, ldc, n, cols, accumulate);
     }
   }
 }
@@ -148,8 +186,9 @@ void macro(const Isa& isa, int64_t rows, int64_t nc, int64_t kc, const float* ap
 // and packed B (kc × nc): each full MR-row tile of A is read from memory once and stays in L1
 // across the panels of B, where packing it first cost a pass over A (which, at few columns,
 // was a fifth of the product's time). Rows beyond the last full tile are packed as before.
-void macro_direct(const Isa& isa, int64_t rows, int64_t nc, int64_t kc, const float* a, int64_t lda, float* ap,
+void macro_direct(const F32& f, int64_t rows, int64_t nc, int64_t kc, const float* a, int64_t lda, float* ap,
                   const float* bp, float* c, int64_t ldc, bool accumulate) {
+  const Isa& isa = f.isa;
   alignas(64) float edge[kMR * kNRAvx512];
   const int64_t full = rows / kMR * kMR;
   for (int64_t i = 0; i < full; i += kMR)
@@ -165,7 +204,7 @@ void macro_direct(const Isa& isa, int64_t rows, int64_t nc, int64_t kc, const fl
     }
   if (full == rows) return;
   pack_a(ap, View{a + full * lda, lda, 1}, rows - full, kc);
-  macro(isa, rows - full, nc, kc, ap, bp, c + full * ldc, ldc, accumulate, 0, nc);
+  macro(f, rows - full, nc, kc, ap, bp, c + full * ldc, ldc, accumulate, 0, nc);
 }
 
 // The product with op(A), op(B) and C as strided views; every thread runs `block` on its own part.
@@ -179,20 +218,23 @@ struct Problem {
 };
 
 // C[i0, i1) × [j0, j1) on the calling thread.
-void block(const Isa& k, const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-  thread_local Buffer a_buffer, b_buffer;
-  const int64_t M = i1 - i0;
+template <class Format>
+void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  using Word = typename Format::Word;
+  thread_local Buffer<Word> a_buffer, b_buffer;
+  const int64_t M = i1 - i0, nr = f.nr();
   // Rows that fit one A block take each B panel straight from packing to use, while it is in
   // L1; otherwise a whole KC × NC slice of B is packed for the A blocks to share.
   const bool one_block = M <= kMC;
   // Buffers of the largest block, not of this product's: products whose shapes vary from call to
   // call (the masked-token head's rows) then allocate nothing after the first.
-  float* ap = a_buffer.get(kMC * kKC);
-  float* bp = b_buffer.get(kKC * (one_block ? k.nr : kNC));
+  const int64_t kw_max = f.words(Format::kc);
+  Word* ap = a_buffer.get(kMC * kw_max);
+  Word* bp = b_buffer.get(kw_max * (one_block ? nr : kNC));
   for (int64_t jc = j0; jc < j1; jc += kNC) {
     const int64_t nc = std::min(kNC, j1 - jc);
-    for (int64_t pc = 0; pc < p.K; pc += kKC) {
-      const int64_t kc = std::min(kKC, p.K - pc);
+    for (int64_t pc = 0; pc < p.K; pc += Format::kc) {
+      const int64_t kc = std::min(Format::kc, p.K - pc), kw = f.words(kc);
       const bool accumulate = p.accumulate || pc > 0;
       const Epilogue* last = pc + kc == p.K ? p.epilogue : nullptr;  // on the blocks of the last slice
       auto b_panel = [&](int64_t j) {                                // columns [j, j + nr) of this slice of op(B)
@@ -200,26 +242,30 @@ void block(const Isa& k, const Problem& p, int64_t i0, int64_t i1, int64_t j0, i
       };
       auto a_rows = [&](int64_t i) { return View{p.a.p + i * p.a.rs + pc * p.a.cs, p.a.rs, p.a.cs}; };
       if (one_block) {
-        pack_a(ap, a_rows(i0), M, kc);
-        for (int64_t j = 0; j < nc; j += k.nr) {
-          const int64_t cols = std::min(k.nr, nc - j);
-          pack_b(bp, b_panel(j), kc, cols, k.nr);
-          macro(k, M, cols, kc, ap, bp, p.C + i0 * p.ldc + jc + j, p.ldc, accumulate, 0, cols);
+        f.pack_a(ap, a_rows(i0), M, kc);
+        for (int64_t j = 0; j < nc; j += nr) {
+          const int64_t cols = std::min(nr, nc - j);
+          f.pack_b(bp, b_panel(j), kc, cols);
+          macro(f, M, cols, kc, ap, bp, p.C + i0 * p.ldc + jc + j, p.ldc, accumulate, 0, cols);
           if (last) (*last)(i0, i1, jc + j, jc + j + cols);
         }
         continue;
       }
-      for (int64_t j = 0; j < nc; j += k.nr) pack_b(bp + j * kc, b_panel(j), kc, std::min(k.nr, nc - j), k.nr);
-      const bool direct = p.a.cs == 1 && kc * round_up(nc, k.nr) * int64_t(sizeof(float)) <= kDirectSliceBytes;
+      for (int64_t j = 0; j < nc; j += nr) f.pack_b(bp + j * kw, b_panel(j), kc, std::min(nr, nc - j));
+      const bool direct =
+          Format::direct && p.a.cs == 1 && kc * round_up(nc, nr) * int64_t(sizeof(float)) <= kDirectSliceBytes;
       for (int64_t ic = i0; ic < i1; ic += kMC) {
         const int64_t rows = std::min(kMC, i1 - ic);
         float* c = p.C + ic * p.ldc + jc;
-        if (direct) {
-          macro_direct(k, rows, nc, kc, a_rows(ic).p, p.a.rs, ap, bp, c, p.ldc, accumulate);
-        } else {
-          pack_a(ap, a_rows(ic), rows, kc);
-          macro(k, rows, nc, kc, ap, bp, c, p.ldc, accumulate, 0, nc);
+        if constexpr (Format::direct) {
+          if (direct) {
+            macro_direct(f, rows, nc, kc, a_rows(ic).p, p.a.rs, ap, bp, c, p.ldc, accumulate);
+            if (last) (*last)(ic, ic + rows, jc, jc + nc);
+            continue;
+          }
         }
+        f.pack_a(ap, a_rows(ic), rows, kc);
+        macro(f, rows, nc, kc, ap, bp, c, p.ldc, accumulate, 0, nc);
         if (last) (*last)(ic, ic + rows, jc, jc + nc);
       }
     }
@@ -232,13 +278,10 @@ std::pair<int64_t, int64_t> share(int64_t n, int64_t unit, int t, int threads) {
   return {std::min(n, units * t / threads * unit), std::min(n, units * (t + 1) / threads * unit)};
 }
 
-}  // namespace
-
-bool available() { return isa().kernel != nullptr; }
-const char* kernel_name() { return isa().name; }
-
-void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-           int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
+// The whole product in a format, on the threads of the calling context.
+template <class Format>
+void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+         const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // an empty sum
     if (!accumulate)
@@ -246,8 +289,6 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
     if (epilogue) (*epilogue)(0, M, 0, N);
     return;
   }
-  const Isa& k = isa();
-  GMLP_CHECK(k.kernel != nullptr);
   const int threads = omp_in_parallel() || M * N * K <= kSerialProduct ? 1 : omp_get_max_threads();
   const Problem p{K,
                   View{A, trans_a ? 1 : lda, trans_a ? lda : 1},
@@ -256,15 +297,34 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
                   C,
                   ldc,
                   epilogue};
-  if (threads == 1) return block(k, p, 0, M, 0, N);
+  if (threads == 1) return block(f, p, 0, M, 0, N);
   // Threads split the longer side of C, so that the operand each of them packs again is the
   // smaller one.
   const bool by_rows = M >= N;
 #pragma omp parallel num_threads(threads)
   {
-    const auto [lo, hi] = share(by_rows ? M : N, by_rows ? kMR : k.nr, omp_get_thread_num(), omp_get_num_threads());
-    if (lo < hi) by_rows ? block(k, p, lo, hi, 0, N) : block(k, p, 0, M, lo, hi);
+    const auto [lo, hi] =
+        share(by_rows ? M : N, by_rows ? Format::mr : f.nr(), omp_get_thread_num(), omp_get_num_threads());
+    if (lo < hi) by_rows ? block(f, p, lo, hi, 0, N) : block(f, p, 0, M, lo, hi);
   }
+}
+
+}  // namespace
+
+bool available() { return isa().kernel != nullptr; }
+const char* kernel_name() { return isa().name; }
+bool bf16_available() { return cpu_features().avx512_bf16; }
+
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+           int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
+  GMLP_CHECK(available());
+  run(F32{isa()}, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
+}
+
+void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+              int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
+  GMLP_CHECK(bf16_available());
+  run(Bf16{}, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
 }
 
 }  // namespace gmlp::gemm

@@ -53,4 +53,12 @@ const char* kernel_name();
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
            int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue = nullptr);
 
+// Whether this CPU has AVX512-BF16, which bf16gemm needs.
+bool bf16_available();
+// sgemm's product with both operands rounded to bfloat16 (to nearest even) as they are packed and
+// the sums in fp32 (vdpbf16ps): what a bf16 × bf16 → fp32 product gives, without a rounded copy
+// of either operand. Same blocking, threads, determinism and epilogue as sgemm.
+void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+              int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue = nullptr);
+
 }  // namespace gmlp::gemm

@@ -60,4 +60,16 @@ void tile_direct_avx512(int64_t kc, const float* a, int64_t lda, const float* b,
                         bool accumulate);
 inline constexpr int kNRAvx2 = 16, kNRAvx512 = 32;
 
+// bf16 (gemm_avx512bf16.cpp, AVX512-BF16): the operands are rounded to bfloat16 (to nearest even)
+// as they are packed, two consecutive k in one 32-bit word, the pair vdpbf16ps multiplies and adds
+// into an fp32 sum: A panels as a[p·MR + i], B panels as b[p·NR + j] (p = k / 2), zero beyond an
+// odd depth and beyond the rows or columns. The tile is 8 × 32: 16 accumulators, enough to keep
+// vdpbf16ps's pipes full where 12 were not (its latency is longer than the FMA's).
+inline constexpr int kMRBf16 = 8, kNRBf16 = 32;
+void tile_bf16(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate);
+// Rows [0, rows) × depth [0, kc) of op(A), element (r, k) at src[r·rs + k·cs], into MR-row panels.
+void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
+// Depth [0, kc) × columns [0, cols) of op(B), element (k, j) at src[k·rs + j·cs], cols ≤ NR, as one panel.
+void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
+
 }  // namespace gmlp::gemm

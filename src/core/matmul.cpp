@@ -164,8 +164,12 @@ bool split_k_pays(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, i
          K >= 2 * kChunk;
 }
 
-void matmul_split_k(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
-                    float beta, float* C, int64_t ldc) {
+// A single-threaded product of the precision in use: f32_product or gemm::bf16gemm.
+using Product = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, bool,
+                         float*, int64_t, const gemm::Epilogue*);
+
+void matmul_split_k(Product product, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                    int64_t ldb, float beta, float* C, int64_t ldc) {
   const int threads = omp_get_max_threads();
   std::vector<float>& sums = engine().scratch_sums;
   if (sums.size() < size_t(threads * M * N)) sums.resize(size_t(threads * M * N));
@@ -181,7 +185,7 @@ void matmul_split_k(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda
       const int64_t k0 = c * kChunk, w = std::min(kChunk, K - k0);
       for (int64_t i = 0; i < M; ++i) std::memcpy(&a[i * w], A + i * lda + k0, w * sizeof(float));
       for (int64_t j = 0; j < N; ++j) std::memcpy(&b[j * w], B + j * ldb + k0, w * sizeof(float));
-      f32_product(false, true, M, N, w, a.data(), w, b.data(), w, sum_beta != 0.f, sum, N, nullptr);
+      product(false, true, M, N, w, a.data(), w, b.data(), w, sum_beta != 0.f, sum, N, nullptr);
       sum_beta = 1.f;
     }
     if (sum_beta == 0.f) std::fill(sum, sum + M * N, 0.f);  // more threads than chunks
@@ -208,14 +212,20 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     if (epilogue) (*epilogue)(0, M, 0, N);
     return;
   }
-  if (g_precision == Precision::f32) {
+  // gmlp's own products: f32, and bf16 where the CPU has AVX512-BF16 but no AMX (on AMX, oneDNN's
+  // tile kernels below are faster than any vdpbf16ps kernel).
+  const CpuFeatures& cpu = cpu_features();
+  const Product product = g_precision == Precision::f32             ? f32_product
+                          : gemm::bf16_available() && !cpu.amx_bf16 ? gemm::bf16gemm
+                                                                    : nullptr;
+  if (product) {
     if (!split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()))
-      return f32_product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);
-    matmul_split_k(M, N, K, A, lda, B, ldb, beta, C, ldc);
+      return product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);
+    matmul_split_k(product, M, N, K, A, lda, B, ldb, beta, C, ldc);
     if (epilogue) (*epilogue)(0, M, 0, N);
     return;
   }
-  // bf16: round both operands into dense scratch copies, then the bf16 × bf16 → f32 primitive.
+  // bf16 on AMX: round both operands into dense scratch copies, then oneDNN's bf16 × bf16 → f32 primitive.
   Engine& e = engine();
   const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
   const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;

@@ -1,9 +1,10 @@
 // The one seam for matrix products. Row-major, BLAS-style:
 //   C (M×N, ldc) = op(A) · op(B) + beta · C,   op(A): M×K, op(B): K×N,  beta ∈ {0, 1}
-// beta = 1 accumulates (backward passes add into gradients). float in f32 precision goes to
-// oneDNN's sgemm (single-threaded when the product is tiny). In bf16 precision the operands are rounded to bfloat16 (to
-// nearest even) and multiplied by a bf16 primitive that accumulates in fp32 into the fp32 C: what AVX512-BF16 and AMX
-// execute natively. double (finite-difference tests only) is a plain loop.
+// beta = 1 accumulates (backward passes add into gradients). float in f32 precision goes to gmlp's own
+// product (core/gemm.h), or to oneDNN's sgemm on a CPU without AVX2. In bf16 precision both operands
+// are rounded to bfloat16 (to nearest even) and multiplied with fp32 sums into the fp32 C: by
+// gemm::bf16gemm, which rounds while it packs, on AVX512-BF16; on AMX by a oneDNN bf16 primitive on
+// rounded copies. double (finite-difference tests only) is a plain loop.
 #pragma once
 
 #include <cstdint>

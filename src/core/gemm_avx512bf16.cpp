@@ -1,0 +1,146 @@
+// gemm_kernel.h's bf16 tile and packing for AVX512-BF16 (this file is compiled with -mavx512f
+// -mavx512bw -mavx512vl -mavx512bf16). The operands are rounded to bfloat16 while they are packed,
+// so no product reads a rounded copy of a whole operand: the packing that blocking needs anyway
+// does the rounding.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "core/gemm_kernel.h"
+
+namespace gmlp::gemm {
+
+namespace {
+
+// The first n lanes (none when n ≤ 0, all when n ≥ the width): masked loads read nothing beyond.
+inline __mmask8 first8(int64_t n) { return n >= 8 ? 0xff : n <= 0 ? 0 : __mmask8((1u << n) - 1); }
+inline __mmask16 first16(int64_t n) { return n >= 16 ? 0xffff : n <= 0 ? 0 : __mmask16((1u << n) - 1); }
+
+// 16 floats x (at k) and 16 floats y (at k + 1), column for column, as 16 pair words.
+inline __m512i interleave16(__m512 x, __m512 y) {
+  // cvtne2ps puts y's bf16 in the high 256 bits, x's in the low; the permutation takes them in turn.
+  const __m512i xy = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(y, x));
+  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                         5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(order, xy);
+}
+
+// The n ≤ 16 floats along k at p (zero beyond) as 8 pair words.
+inline __m256i pairs16(const float* p, int64_t n) {
+  const __m256 lo = _mm256_maskz_loadu_ps(first8(n), p), hi = _mm256_maskz_loadu_ps(first8(n - 8), p + 8);
+  return reinterpret_cast<__m256i>(_mm256_cvtne2ps_pbh(hi, lo));
+}
+
+// r[q] word p ← r[p] word q: the 8 × 8 block of 32-bit words held by eight registers, transposed.
+inline void transpose8(__m256i r[8]) {
+  __m256i t[8], u[8];
+  for (int q = 0; q < 8; q += 2)
+    t[q] = _mm256_unpacklo_epi32(r[q], r[q + 1]), t[q + 1] = _mm256_unpackhi_epi32(r[q], r[q + 1]);
+  for (int q = 0; q < 8; q += 4) {
+    u[q] = _mm256_unpacklo_epi64(t[q], t[q + 2]);
+    u[q + 1] = _mm256_unpackhi_epi64(t[q], t[q + 2]);
+    u[q + 2] = _mm256_unpacklo_epi64(t[q + 1], t[q + 3]);
+    u[q + 3] = _mm256_unpackhi_epi64(t[q + 1], t[q + 3]);
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm256_permute2x128_si256(u[q], u[q + 4], 0x20);
+    r[q + 4] = _mm256_permute2x128_si256(u[q], u[q + 4], 0x31);
+  }
+}
+
+}  // namespace
+
+void tile_bf16(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+  __m512 s[kMRBf16][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < kMRBf16; ++i) __builtin_prefetch(c + i * ldc, 1, 3), __builtin_prefetch(c + i * ldc + 31, 1, 3);
+#pragma GCC unroll 8
+  for (int i = 0; i < kMRBf16; ++i) s[i][0] = _mm512_setzero_ps(), s[i][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
+    const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + p * kNRBf16));
+    const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + p * kNRBf16 + 16));
+#pragma GCC unroll 8
+    for (int i = 0; i < kMRBf16; ++i) {
+      const __m512bh ai = reinterpret_cast<__m512bh>(_mm512_set1_epi32(int(a[p * kMRBf16 + i])));
+      s[i][0] = _mm512_dpbf16_ps(s[i][0], ai, b0);
+      s[i][1] = _mm512_dpbf16_ps(s[i][1], ai, b1);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < kMRBf16; ++i) {
+    float* row = c + i * ldc;
+    if (accumulate)
+      s[i][0] = _mm512_add_ps(s[i][0], _mm512_loadu_ps(row)),
+      s[i][1] = _mm512_add_ps(s[i][1], _mm512_loadu_ps(row + 16));
+    _mm512_storeu_ps(row, s[i][0]);
+    _mm512_storeu_ps(row + 16, s[i][1]);
+  }
+}
+
+// Both packs read op(A) and op(B) along whichever side is contiguous (every view the product makes
+// has one), with masked loads at the edges, so that zero fills what lies beyond the rows, the
+// columns and the depth.
+void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
+  const int64_t pairs = (kc + 1) / 2, panel = kMRBf16 * pairs;
+  int64_t t = 0;
+  if (cs == 1) {  // rows contiguous along k: 8 pairs of each row of a panel, transposed in registers
+    for (; t < rows; t += kMRBf16, dst += panel, src += kMRBf16 * rs) {
+      const int64_t n = std::min<int64_t>(kMRBf16, rows - t);
+      for (int64_t p = 0; p < pairs; p += 8) {
+        __m256i r[8];
+        static_assert(kMRBf16 == 8);
+        for (int i = 0; i < 8; ++i) r[i] = i < n ? pairs16(src + i * rs + 2 * p, kc - 2 * p) : _mm256_setzero_si256();
+        transpose8(r);
+        for (int q = 0; q < 8 && p + q < pairs; ++q)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (p + q) * kMRBf16), r[q]);
+      }
+    }
+    return;
+  }
+  // Columns contiguous (op(A) = Aᵀ, rs = 1): two panels at a time, 16 floats at each of two k.
+  static_assert(2 * kMRBf16 == 16);
+  for (; t + 16 <= rows; t += 16, dst += 2 * panel, src += 16)
+    for (int64_t p = 0; p < pairs; ++p) {
+      const float* x = src + 2 * p * cs;
+      const __m512 y = 2 * p + 1 == kc ? _mm512_setzero_ps() : _mm512_loadu_ps(x + cs);  // an odd depth pairs with zero
+      const __m512i w = interleave16(_mm512_loadu_ps(x), y);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + p * kMRBf16), _mm512_castsi512_si256(w));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + panel + p * kMRBf16), _mm512_extracti64x4_epi64(w, 1));
+    }
+  for (; t < rows; t += kMRBf16, dst += panel, src += kMRBf16) {
+    const __mmask16 n = first16(std::min<int64_t>(kMRBf16, rows - t));
+    for (int64_t p = 0; p < pairs; ++p) {
+      const float* x = src + 2 * p * cs;
+      const __m512 y = 2 * p + 1 == kc ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(n, x + cs);
+      _mm512_mask_storeu_epi32(dst + p * kMRBf16, first16(kMRBf16), interleave16(_mm512_maskz_loadu_ps(n, x), y));
+    }
+  }
+}
+
+void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
+  const int64_t pairs = (kc + 1) / 2;
+  if (cs == 1) {  // rows of op(B) contiguous: the panel's columns at two k at a time
+    const __mmask16 m0 = first16(cols), m1 = first16(cols - 16);
+    for (int64_t p = 0; p < pairs; ++p) {
+      const float* x = src + 2 * p * rs;
+      const bool odd = 2 * p + 1 == kc;
+      const __m512 y0 = odd ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, x + rs);
+      const __m512 y1 = odd ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, x + rs + 16);
+      _mm512_storeu_si512(dst + p * kNRBf16, interleave16(_mm512_maskz_loadu_ps(m0, x), y0));
+      _mm512_storeu_si512(dst + p * kNRBf16 + 16, interleave16(_mm512_maskz_loadu_ps(m1, x + 16), y1));
+    }
+    return;
+  }
+  // Columns contiguous along k (op(B) = Bᵀ, rs = 1): 8 pairs of 8 columns, transposed in registers.
+  for (int64_t p = 0; p < pairs; p += 8)
+    for (int j = 0; j < kNRBf16; j += 8) {
+      __m256i r[8];
+      for (int q = 0; q < 8; ++q)
+        r[q] = j + q < cols ? pairs16(src + (j + q) * cs + 2 * p, kc - 2 * p) : _mm256_setzero_si256();
+      transpose8(r);
+      for (int q = 0; q < 8 && p + q < pairs; ++q)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (p + q) * kNRBf16 + j), r[q]);
+    }
+}
+
+}  // namespace gmlp::gemm
