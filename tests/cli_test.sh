@@ -375,25 +375,7 @@ if [ "$status" -eq 1 ] && tail -1 "$WORK/diverged.err" |
 then ok "a diverging run stops, naming --lr"; else bad "a diverging run: status $status, $(tail -1 "$WORK/diverged.err")"; fi
 
 # --- an image folder ({dir}/{split}/{class}/*.png): four Fashion-MNIST classes written as PNG ---
-if python3 - "$WORK/folder" <<'PY'
-import gzip, os, struct, sys, zlib
-root, src = sys.argv[1], "/usr/share/datasets/fashion-mnist"
-names = {0: "T-shirt-top", 1: "Trouser", 8: "Bag", 9: "Ankle boot"}
-def png(path, px):  # 28 x 28 gray, 8 bits
-    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
-    raw = b"".join(b"\0" + px[28 * y:28 * y + 28] for y in range(28))
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 8, 0, 0, 0, 0))
-                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
-for split, prefix, n in (("train", "train", 2000), ("test", "t10k", 600)):
-    images = gzip.open(f"{src}/{prefix}-images-idx3-ubyte.gz").read()[16:]
-    labels = gzip.open(f"{src}/{prefix}-labels-idx1-ubyte.gz").read()[8:]
-    for i in range(n):
-        if labels[i] in names:
-            os.makedirs(f"{root}/{split}/{names[labels[i]]}", exist_ok=True)
-            png(f"{root}/{split}/{names[labels[i]]}/{i:05d}.png", images[784 * i:784 * i + 784])
-PY
-then
+if fmnist_folder "$WORK/folder" 808 240; then
   # At 32 × 32 (resized from 28) with a head of four outputs, the classes the folder has.
   if "$GMLP" train --preset fmnist-ti --set img_size=32 --data-dir "$WORK/folder" --epochs 3 --batch-size 50 \
        --threads 2 --out "$WORK/folder_run" 2>>"$WORK/train.log" >/dev/null &&

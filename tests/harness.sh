@@ -31,3 +31,30 @@ for prefix, n in (("train", n_train), ("t10k", n_test)):
             f.write(raw[:4] + n.to_bytes(4, "big") + raw[8:head] + raw[head:])
 PY
 }
+
+# fmnist_folder DIR N_TRAIN N_TEST: an image folder ({dir}/{split}/{class}/*.png, 28 x 28 gray)
+# of the first N_TRAIN and N_TEST Fashion-MNIST images of four classes.
+fmnist_folder() {
+  python3 - "$@" <<'PY'
+import gzip, os, struct, sys, zlib
+root, src = sys.argv[1], "/usr/share/datasets/fashion-mnist"
+names = {0: "T-shirt-top", 1: "Trouser", 8: "Bag", 9: "Ankle boot"}
+def png(path, px):  # 28 x 28 gray, 8 bits
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    raw = b"".join(b"\0" + px[28 * y:28 * y + 28] for y in range(28))
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 8, 0, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+for split, prefix, n in (("train", "train", int(sys.argv[2])), ("test", "t10k", int(sys.argv[3]))):
+    images = gzip.open(f"{src}/{prefix}-images-idx3-ubyte.gz").read()[16:]
+    labels = gzip.open(f"{src}/{prefix}-labels-idx1-ubyte.gz").read()[8:]
+    written = 0
+    for i in range(len(labels)):
+        if written == n:
+            break
+        if labels[i] in names:
+            os.makedirs(f"{root}/{split}/{names[labels[i]]}", exist_ok=True)
+            png(f"{root}/{split}/{names[labels[i]]}/{i:05d}.png", images[784 * i:784 * i + 784])
+            written += 1
+PY
+}

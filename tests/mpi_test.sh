@@ -92,6 +92,24 @@ if [ -f "$WORK/pretrain.1/checkpoint.safetensors" ]; then
     --seed 2 --threads 1
 fi
 
+# --- an image folder, read on demand: each rank decodes only its own images ---------------------
+fmnist_folder "$WORK/folder" 192 32
+FTRAIN=(train --preset fmnist-ti --set depth=2 --data-dir "$WORK/folder" --batch-size 32 --seed 5 --threads 1
+        --random-erase 0.25)
+compare folder "$RUN_FILES" "${FTRAIN[@]}" --epochs 2
+# The test split's last image cannot be decoded. It lies in the second of the two evaluation
+# batches of 16, which is rank 1's: rank 1 alone reads it, and fails naming it; rank 0 never
+# decodes it (read at load, both ranks would have failed before training).
+last=$(find "$WORK/folder/test" -name '*.png' | LC_ALL=C sort | tail -1)
+printf 'not a png' >"$last"
+out=$(mpi2 "$GMLP" "${FTRAIN[@]}" --epochs 1 --out "$WORK/folder_bad" 2>&1 >/dev/null)
+if echo "$out" | grep -q "^gmlp: error: rank 1 of 2: failed to load image '$last'" &&
+   ! echo "$out" | grep -q "rank 0 of 2"; then
+  ok "an image folder under 2 ranks: each rank decodes only its own images (rank 1's bad test image fails rank 1 alone)"
+else
+  bad "an undecodable image of rank 1's evaluation batch: $(echo "$out" | grep -m2 -E 'error|epoch')"
+fi
+
 # --- stopped at 2 ranks, resumed as 1 process ---------------------------------------------------
 EPOCHS=40
 mpi2 "$GMLP" "${ITRAIN[@]}" --epochs $EPOCHS --out "$WORK/uninterrupted" >/dev/null 2>"$WORK/uninterrupted.log" ||

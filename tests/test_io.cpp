@@ -965,6 +965,48 @@ TEST(ImageFolder, ReadsClassesAndImagesInNameOrder) {
   EXPECT_EQ(test.pixels, std::vector<uint8_t>(12, 30));
 }
 
+// Read on demand, a folder holds no pixels: each image is decoded when it is asked for, to the
+// bytes the folder read at load holds, and an image that cannot be decoded fails only then,
+// naming its file.
+TEST(ImageFolder, ReadOnDemandDecodesEachImageWhenAskedTheBytesOfReadingAtLoad) {
+  const std::string root = tmp_path("folder");
+  write_flat_png(root + "/train/dog/b.png", 4, {200});
+  write_flat_png(root + "/train/dog/a.png", 5, {10, 90, 250});
+  write_flat_png(root + "/train/cat/z.png", 6, {255, 0, 0});
+  const auto at_load = gmlp::data::load_image_folder(root, "train", 3, 4);
+  const auto on_demand = gmlp::data::load_image_folder(root, "train", 3, 4, gmlp::data::Reading::on_demand);
+  EXPECT_TRUE(on_demand.pixels.empty());
+  EXPECT_EQ(on_demand.count, 3);
+  EXPECT_EQ(on_demand.labels, at_load.labels);
+  EXPECT_EQ(on_demand.class_names, at_load.class_names);
+  std::vector<uint8_t> scratch(size_t(on_demand.image_size()));
+  for (int i = 0; i < 3; ++i) {
+    const uint8_t* got = on_demand.image(i, scratch.data());
+    EXPECT_EQ(std::vector<uint8_t>(got, got + 48),
+              std::vector<uint8_t>(at_load.pixels.begin() + i * 48, at_load.pixels.begin() + (i + 1) * 48))
+        << "image " << i;
+  }
+  gmlp::write_file_atomic(root + "/train/dog/c.jpg", "\xff\xd8 truncated");
+  const auto late = gmlp::data::load_image_folder(root, "train", 3, 4, gmlp::data::Reading::on_demand);
+  ASSERT_EQ(late.count, 4);
+  late.image(0, scratch.data());  // the others still read
+  expect_error([&] { late.image(3, scratch.data()); }, {"failed to load image '" + root + "/train/dog/c.jpg'"});
+  // In a parallel loop the error comes out of it, once every image has been tried.
+  std::vector<uint8_t> batch(size_t(4 * late.image_size()));
+  int seen = 0;
+  expect_error(
+      [&] {
+        gmlp::data::for_each_image(
+            late, 4, [](int64_t k) { return 3 - k; }, batch.data(),
+            [&](int64_t, const uint8_t*) {
+#pragma omp atomic
+              ++seen;
+            });
+      },
+      {"c.jpg'"});
+  EXPECT_EQ(seen, 3);
+}
+
 TEST(ImageFolder, RejectsWhatItCannotRead) {
   const std::string root = tmp_path("folder");
   write_flat_png(root + "/train/a/1.png", 4, {1});

@@ -54,7 +54,7 @@ bool is_image_folder(const std::string& root) {
   return fs::is_directory(fs::path(root) / "train", ec);
 }
 
-ImageSet load_image_folder(const std::string& root, const std::string& split, int channels, int size) {
+ImageSet load_image_folder(const std::string& root, const std::string& split, int channels, int size, Reading reading) {
   std::vector<std::string> names;  // the classes: train's sub-folders
   for (const auto& d : class_dirs(fs::path(root) / "train")) names.push_back(d.filename().string());
   if (names.size() > 256)  // labels are stored as bytes
@@ -84,9 +84,6 @@ ImageSet load_image_folder(const std::string& root, const std::string& split, in
   if (files.empty())
     fail("failed to read image folder '", split_dir.string(), "': no .png, .jpg or .jpeg images in its class folders");
 
-  check_fits_in_memory(double(files.size()) * channels * size * size,
-                       cat("failed to read image folder '", split_dir.string(), "': the pixels of its ", files.size(),
-                           " images at ", channels, "x", size, "x", size));
   ImageSet set;
   set.count = int(files.size());
   set.channels = channels, set.height = size, set.width = size;
@@ -94,15 +91,24 @@ ImageSet load_image_folder(const std::string& root, const std::string& split, in
   set.class_names = names;
   set.labels = std::move(labels);
   const size_t image = size_t(channels) * size * size;
+  auto decode = [channels, size, image](const fs::path& file, uint8_t* dst) {
+    const std::vector<float> chw = img::load_image(file.string(), channels, size, size);
+    for (size_t j = 0; j < image; ++j) dst[j] = uint8_t(std::lround(chw[j] * 255.0f));
+  };
+  if (reading == Reading::on_demand) {
+    set.decode = [files = std::move(files), decode](int64_t i, uint8_t* dst) { decode(files[size_t(i)], dst); };
+    return set;
+  }
+  check_fits_in_memory(double(files.size()) * channels * size * size,
+                       cat("failed to read image folder '", split_dir.string(), "': the pixels of its ", files.size(),
+                           " images at ", channels, "x", size, "x", size));
   set.pixels.resize(files.size() * image);
   // Decoded in parallel; the first error (in file order) is thrown once all are done.
   std::vector<std::exception_ptr> errors(files.size());
 #pragma omp parallel for schedule(dynamic, 64)
   for (size_t i = 0; i < files.size(); ++i) {
     try {
-      const std::vector<float> chw = img::load_image(files[i].string(), channels, size, size);
-      uint8_t* dst = set.pixels.data() + i * image;
-      for (size_t j = 0; j < image; ++j) dst[j] = uint8_t(std::lround(chw[j] * 255.0f));
+      decode(files[i], set.pixels.data() + i * image);
     } catch (...) {
       errors[i] = std::current_exception();
     }
@@ -113,6 +119,7 @@ ImageSet load_image_folder(const std::string& root, const std::string& split, in
 }
 
 ImageSet fit_images(const ImageSet& set, int size, bool pad) {
+  GMLP_CHECK(!set.decode);
   check_fits_in_memory(double(set.count) * set.channels * size * size, cat(set.count, " images of ", size, "×", size));
   ImageSet out = set;
   out.height = out.width = size;
@@ -138,8 +145,8 @@ ImageSet fit_images(const ImageSet& set, int size, bool pad) {
   return out;
 }
 
-ImageSet load_images(const std::string& dir, const std::string& split, int channels, int size) {
-  if (is_image_folder(dir)) return load_image_folder(dir, split, channels, size);
+ImageSet load_images(const std::string& dir, const std::string& split, int channels, int size, Reading reading) {
+  if (is_image_folder(dir)) return load_image_folder(dir, split, channels, size, reading);
   if (is_cifar10(dir)) return load_cifar10(dir, split);
   return load_fashion_mnist(dir, split);
 }

@@ -37,6 +37,7 @@ EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::
   const int64_t image_size = C * S * S;
   std::vector<float> input(B * image_size), probs(B * K), mean_logits(flip_tta ? B * K : 0);
   std::vector<int32_t> labels(B);
+  std::vector<uint8_t> raw(set.decode ? B * image_size : 0);  // a batch's images, where the set is read on demand
   if (logits) logits->assign(int64_t(n) * K, 0.f);
   EvalResult r;
   r.count = n;
@@ -57,10 +58,11 @@ EvalResult evaluate(Model<float>& model, const data::ImageSet& set, const data::
       if (at < 0 || at >= set.count) fail("failed to evaluate: image ", at, " of a set of ", set.count);
       labels[i] = set.labels[at];
     }
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < b; ++i)
-      data::normalize_image(input.data() + i * image_size, set.pixels.data() + image(start + i) * image_size, int(C),
-                            int(S), norm);
+    data::for_each_image(
+        set, b, [&](int64_t i) { return image(start + i); }, raw.data(),
+        [&](int64_t i, const uint8_t* pixels) {
+          data::normalize_image(input.data() + i * image_size, pixels, int(C), int(S), norm);
+        });
     const float* out = model.infer(input.data(), b);
     if (flip_tta) {
       std::copy(out, out + b * K, mean_logits.data());

@@ -43,6 +43,7 @@ void ImageTask::plan(int B) {
   const int64_t K = c.num_classes, image = int64_t(c.in_chans) * c.img_size * c.img_size;
   input_.resize(size_t(B * image)), probs_.resize(size_t(B * K)), dlogits_.resize(size_t(B * K));
   targets_.resize(size_t(B * K)), labels_.resize(size_t(B));
+  raw_.resize(train_.decode ? size_t(B * image) : 0);
 }
 
 std::string ImageTask::describe(int64_t n) const {
@@ -56,13 +57,14 @@ StepStats ImageTask::step(const int* items, const uint64_t* keys, int B, Rng& rn
   const ModelConfig& c = model_.config();
   const int64_t K = c.num_classes, C = c.in_chans, S = c.img_size, image = C * S * S;
   for (int i = 0; i < B; ++i) labels_[size_t(i)] = train_.labels[size_t(items[i])];
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < B; ++i) {
-    Rng item_rng(keys[i]);
-    float* x = input_.data() + i * image;
-    data::augment_image(x, train_.pixels.data() + int64_t(items[i]) * image, int(C), int(S), norm_, aug_, item_rng);
-    if (erase_.enabled()) data::random_erase(x, int(C), int(S), erase_, item_rng);
-  }
+  data::for_each_image(
+      train_, B, [items](int64_t i) { return int64_t(items[i]); }, raw_.data(),
+      [&](int64_t i, const uint8_t* pixels) {
+        Rng item_rng(keys[i]);
+        float* x = input_.data() + i * image;
+        data::augment_image(x, pixels, int(C), int(S), norm_, aug_, item_rng);
+        if (erase_.enabled()) data::random_erase(x, int(C), int(S), erase_, item_rng);
+      });
   // Mixup/CutMix train on soft targets; without them, on the labels (the same numbers as soft
   // targets of smoothed one-hots, one pass fewer).
   const bool mixed = mix_.enabled();

@@ -51,6 +51,7 @@ class ImageTask final : public Task {
   const std::vector<int64_t> test_items_;
   const std::string subset_;
   std::vector<float> input_, probs_, dlogits_, targets_;
+  std::vector<uint8_t> raw_;  // a micro-batch's images, where the training set is read on demand
   std::vector<int32_t> labels_;
 };
 

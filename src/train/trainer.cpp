@@ -14,6 +14,7 @@
 #include "data/image_folder.h"
 #include "data/mix.h"
 #include "data/transform.h"
+#include "dist/communicator.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "ops/cross_entropy.h"
@@ -128,10 +129,12 @@ TrainResult train(const ModelConfig& config_in, const TrainOptions& options_in, 
   const ModelConfig& input_cfg = model ? model->config() : config_in;
   const std::string data_dir = opt.data_dir.empty() ? data::kFashionMnistDir : opt.data_dir;
   const GridFit fit = parse_grid_fit(opt.fit);
-  const data::ImageSet train_set =
-      fit_to_model(data::load_images(data_dir, "train", input_cfg.in_chans, input_cfg.img_size), input_cfg, fit);
-  const data::ImageSet test_set =
-      fit_to_model(data::load_images(data_dir, "test", input_cfg.in_chans, input_cfg.img_size), input_cfg, fit);
+  // Data-parallel ranks read an image folder's images on demand: each decodes only its own share.
+  const data::Reading reading = dist::world().size() > 1 ? data::Reading::on_demand : data::Reading::at_load;
+  const data::ImageSet train_set = fit_to_model(
+      data::load_images(data_dir, "train", input_cfg.in_chans, input_cfg.img_size, reading), input_cfg, fit);
+  const data::ImageSet test_set = fit_to_model(
+      data::load_images(data_dir, "test", input_cfg.in_chans, input_cfg.img_size, reading), input_cfg, fit);
   if (!model) {
     ModelConfig config = config_in;
     config.num_classes = train_set.classes;  // one output per class of the training data
