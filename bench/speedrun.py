@@ -9,6 +9,7 @@ accuracy. Every epoch is evaluated and the evaluation's time counts, for both. E
 once, one after the other on the same cores, and stops when it has reached every target or run
 --epochs:
   gmlp           `gmlp train --preset fmnist-s --epochs E` (the demo's model and recipe);
+  gmlp-bf16      the same with `--precision bf16`, where the CPU has native bf16;
   torch eager    timm's gMLP of the same config (tests/reference/timm_gmlp.py), fp32;
   torch autocast the same under torch.autocast("cpu", dtype=torch.bfloat16) (bf16 products,
                  fp32 weights and AdamW), where the CPU has native bf16 (AVX512-BF16 or AMX);
@@ -20,7 +21,8 @@ every step, gradient norm clipped at 1, cross-entropy with label smoothing 0.1, 
 randomly shifted by up to 2 pixels (zero padding, as RandomCrop(28, padding=2)) and flipped
 left-right with probability 0.5, normalised with mean = std = 0.5.
 
-Prints a markdown table (seconds to each target, and each one's ratio to gmlp) and writes every
+Prints a markdown table (seconds to each target, each one's ratio to gmlp, and the accuracy of
+each engine's last epoch, for comparing precisions at the same schedule) and writes every
 epoch's figures as JSON to --out. Needs torch (scripts/setup.sh --python).
 """
 import argparse
@@ -66,10 +68,10 @@ def first_reaching(epochs, targets):
     return out
 
 
-def run_gmlp(args, folder):
+def run_gmlp(args, folder, precision="f32"):
     """gmlp train, watched: stopped (SIGTERM, which saves and exits) once every target is reached."""
     cmd = [args.gmlp, "train", "--preset", "fmnist-s", "--epochs", str(args.epochs), "--threads",
-           str(args.threads), "--out", folder, "--overwrite", "--data-dir", args.data_dir]
+           str(args.threads), "--out", folder, "--overwrite", "--data-dir", args.data_dir, "--precision", precision]
     if args.train_limit:
         cmd += ["--train-limit", str(args.train_limit)]
     metrics = os.path.join(folder, "metrics.jsonl")
@@ -188,24 +190,30 @@ def main():
     ap.add_argument("--epochs", type=int, default=30, help="the schedule's length, and the most any engine runs")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data-dir", default=DATA_DIR, help="Fashion-MNIST's gzipped IDX files")
-    ap.add_argument("--engines", nargs="+", default=["gmlp", "eager", "autocast"],
-                    choices=["gmlp", "eager", "autocast"])
+    ap.add_argument("--engines", nargs="+", default=["gmlp", "gmlp-bf16", "eager", "autocast"],
+                    choices=["gmlp", "gmlp-bf16", "eager", "autocast"])
     ap.add_argument("--autocast", action="store_true", help="run torch autocast even without native bf16")
     ap.add_argument("--out", default="runs/speedrun")
     ap.add_argument("--train-limit", type=int, default=0, help="train on the first N images only (a quick check)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     results = {}
-    for engine in [e for e in ("gmlp", "eager", "autocast") if e in args.engines]:  # in this order
+    for engine in [e for e in ("gmlp", "gmlp-bf16", "eager", "autocast") if e in args.engines]:  # in this order
         if engine == "autocast" and not (cpu_has_bf16() or args.autocast):
             print("torch autocast: left out, this CPU has no native bf16 (--autocast runs it emulated)")
             continue
+        if engine == "gmlp-bf16" and not cpu_has_bf16():
+            print("gmlp bf16: left out, this CPU has no native bf16 (gmlp would run f32)")
+            continue
         print(f"{engine}:", flush=True)
-        results[engine] = run_gmlp(args, os.path.join(args.out, "gmlp")) if engine == "gmlp" \
-            else run_torch(args, engine)
+        if engine.startswith("gmlp"):
+            results[engine] = run_gmlp(args, os.path.join(args.out, engine), "bf16" if engine == "gmlp-bf16" else "f32")
+        else:
+            results[engine] = run_torch(args, engine)
     commit = subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty"], capture_output=True,
                             text=True).stdout.strip()
-    names = {"gmlp": "gmlp (fp32)", "eager": "PyTorch eager (fp32)", "autocast": "PyTorch bf16 autocast"}
+    names = {"gmlp": "gmlp (fp32)", "gmlp-bf16": "gmlp (bf16)", "eager": "PyTorch eager (fp32)",
+             "autocast": "PyTorch bf16 autocast"}
     print(f"\nfmnist-s to test accuracy, {args.epochs}-epoch schedule, {args.threads} threads, "
           f"{cpu_name()}, commit {commit}\n")
     print("| target | " + " | ".join(names[e] for e in results) + " |")
@@ -224,6 +232,9 @@ def main():
                 ratio = f", {s / reached['gmlp'][t][0]:.2f}× gmlp's"
             cells.append(f"{s:.0f} s (epoch {ep}{ratio})")
         print(f"| {t:g} % | " + " | ".join(cells) + " |")
+    last = [f"{100 * r['epochs'][-1]['test_acc']:.2f} % (epoch {r['epochs'][-1]['epoch']})" if r["epochs"] else "-"
+            for r in results.values()]
+    print("| last epoch run | " + " | ".join(last) + " |")
     with open(os.path.join(args.out, "speedrun.json"), "w") as f:
         json.dump({"cpu": cpu_name(), "commit": commit, "threads": args.threads, "epochs": args.epochs,
                    "targets": args.targets, "results": results}, f, indent=1)
