@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,40 @@ TEST_P(Gemm, EpilogueVisitsEachFinishedElementOnce) {
         ASSERT_EQ(seen[i], 1) << "element " << i << " of " << c.M << "x" << c.N << "x" << c.K << " on " << t
                               << " threads";
     }
+}
+
+// B packed beforehand (gemm::PackedB) gives the bits of the product that packs it on every call,
+// on 1 and 2 threads, with the epilogue, across the K and N blocks, and after B itself is gone.
+TEST_P(Gemm, PackedBGivesTheBitsOfPackingOnEveryCall) {
+  const Format f = GetParam();
+  const int threads = omp_get_max_threads();
+  uint64_t seed = 300;
+  for (Case c : {Case{false, false, false, 300, 200, 300}, Case{false, true, true, 520, 64, 600},
+                 Case{true, false, false, 7, 3100, 1100}, Case{true, true, true, 97, 130, 257},
+                 Case{false, true, false, 49, 512, 128}, Case{false, false, true, 1, 33, 5}}) {
+    const Operands o = make(c, seed++);
+    const std::vector<float> want = run(f, c, o);
+    auto B = std::make_unique<std::vector<float>>(o.B);
+    const gemm::PackedB packed(f == Format::bf16, c.tb, c.K, c.N, B->data(), o.ldb);
+    B.reset();  // the pack holds its own copy
+    EXPECT_EQ(packed.K(), c.K);
+    EXPECT_EQ(packed.N(), c.N);
+    for (const int t : {1, 2}) {
+      std::vector<float> got = o.C;
+      int visited = 0;
+      const auto count = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+#pragma omp atomic
+        visited += int((r1 - r0) * (c1 - c0));
+      };
+      const gemm::Epilogue epilogue(count);
+      omp_set_num_threads(t);
+      gemm::multiply(c.ta, c.M, o.A.data(), o.lda, packed, c.accumulate, got.data(), o.ldc, &epilogue);
+      omp_set_num_threads(threads);
+      ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+          << c.M << "x" << c.N << "x" << c.K << " on " << t << " threads";
+      EXPECT_EQ(visited, c.M * c.N);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, Gemm, ::testing::Values(Format::f32, Format::bf16), name);

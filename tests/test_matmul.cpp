@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "check.h"
 #include "core/bf16.h"
+#include "core/cpu_features.h"
+#include "core/gemm.h"
 #include "core/matmul.h"
 #include "core/threads.h"
 #include "tolerances.h"
@@ -65,6 +68,40 @@ INSTANTIATE_TEST_SUITE_P(AllLayouts, Matmul,
                                                               Case{false, true, true}, Case{true, false, true},
                                                               Case{true, true, true}, Case{false, false, true}),
                                             ::testing::Values(Precision::f32, Precision::bf16)));
+
+// A B held constant is packed on its first product and the pack reused (the same bits as
+// packing every call), in each precision the CPU runs natively; a B outside the range is not
+// packed; releasing the range drops its packs.
+TEST(Matmul, ConstantOperandsArePackedOnceAndGiveTheSameBits) {
+  if (!gemm::available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
+  Rng rng(43);
+  const int64_t M = 70, N = 96, K = 130;
+  auto W = test::randn<float>(N * K + 16, rng), x = test::randn<float>(M * K, rng),
+       other = test::randn<float>(N * K, rng);
+  std::vector<Precision> precisions{Precision::f32};
+  if (gemm::bf16_available() && !cpu_features().amx_bf16) precisions.push_back(Precision::bf16);
+  for (const Precision precision : precisions) {
+    SCOPED_TRACE(precision_name(precision));
+    set_matmul_precision(precision);
+    std::vector<float> want(M * N), got(M * N), got_other(M * N), want_other(M * N);
+    matmul<float>(false, true, M, N, K, x.data(), K, W.data() + 16, K, 0.f, want.data(), N);  // y = x·Wᵀ
+    matmul<float>(false, true, M, N, K, x.data(), K, other.data(), K, 0.f, want_other.data(), N);
+    const size_t before = constant_pack_bytes();
+    hold_constant(W.data(), W.data() + W.size());
+    for (int call = 0; call < 2; ++call) {
+      matmul<float>(false, true, M, N, K, x.data(), K, W.data() + 16, K, 0.f, got.data(), N);
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << "call " << call;
+    }
+    EXPECT_GT(constant_pack_bytes(), before) << "the product kept a pack of the constant";
+    const size_t one = constant_pack_bytes();
+    matmul<float>(false, true, M, N, K, x.data(), K, other.data(), K, 0.f, got_other.data(), N);
+    EXPECT_EQ(constant_pack_bytes(), one) << "a B outside the range is not packed";
+    EXPECT_EQ(0, std::memcmp(want_other.data(), got_other.data(), want_other.size() * sizeof(float)));
+    release_constant(W.data());
+    EXPECT_EQ(constant_pack_bytes(), before);
+  }
+  set_matmul_precision(Precision::f32);
+}
 
 TEST(Matmul, SplitKOnTwoThreadsMatchesTheDoubleProduct) {
   // The split-K path's edges: fewer chunks than threads would allow, a ragged last chunk, and

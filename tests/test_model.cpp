@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "core/error.h"
+#include "core/gemm.h"
 #include "core/matmul.h"
 #include "core/threads.h"
 #include "io/safetensors.h"
@@ -353,6 +354,27 @@ TEST_P(Invariance, InferencePlanGivesIdenticalLogits) {
   EXPECT_LT(m.activation_bytes(), train_bytes / 2);
   const float* inferred = m.forward(images.data(), B);
   for (int64_t i = 0; i < B * K; ++i) ASSERT_EQ(inferred[i], trained[i]) << "logit " << i;
+}
+
+TEST_P(Invariance, FrozenWeightsGiveIdenticalLogits) {
+  // A frozen model's products keep its weights packed after their first call: the same bits on
+  // that call and every later one, and the packs go with the model.
+  const int64_t B = 5, K = 10;
+  const size_t before = constant_pack_bytes();
+  {
+    RandomCase rc(38, B, GetParam());
+    auto& [mp, m, images, labels] = rc;
+    m.plan(B, Mode::infer);
+    const float* lg = m.forward(images.data(), B);
+    const std::vector<float> plain(lg, lg + B * K);
+    m.freeze();
+    for (int call = 0; call < 2; ++call) {
+      const float* frozen = m.forward(images.data(), B);
+      for (int64_t i = 0; i < B * K; ++i) ASSERT_EQ(frozen[i], plain[i]) << "call " << call << ", logit " << i;
+    }
+    if (gemm::available()) EXPECT_GT(constant_pack_bytes(), before);
+  }
+  EXPECT_EQ(constant_pack_bytes(), before);
 }
 
 TEST_P(Invariance, InferenceInChunksGivesTheBatchLogits) {

@@ -189,6 +189,7 @@ void add_bench(CLI::App& app) {
       prof_train = profile_per_op(train_step, steps);
     }
     if (training) model->plan(B, Mode::infer);  // what eval and predict use
+    if (inference) model->freeze();             // as they do: the weights packed once
     const auto infer_step = [&] { model->infer(input.data(), B); };
     const auto infer1_step = [&] { model->forward(input.data(), 1); };
     if (inference) {

@@ -86,6 +86,7 @@ void add_eval(CLI::App& app) {
     if (args->limit > 0 && args->limit < set.count) items.resize(size_t(args->limit));
     // A batch larger than the images evaluated would only plan memory for images there are not.
     ck.model->plan(std::min<int64_t>(args->batch_size, std::max<int64_t>(1, int64_t(items.size()))), Mode::infer);
+    ck.model->freeze();
     const std::string whole = eval_limit_note(args->eval_limit, set.count, args->split + " images");
     if (!whole.empty()) std::fprintf(stderr, "gmlp: %s\n", whole.c_str());
     std::vector<float> logits;

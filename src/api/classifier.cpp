@@ -28,6 +28,7 @@ Classifier::Classifier(const std::string& checkpoint, int size) : impl_(std::mak
   impl_->ck = load_checkpoint(checkpoint);
   if (size > 0) change_image_size(impl_->ck, checkpoint, size, GridFit::resize);
   impl_->ck.model->plan(kBatch, Mode::infer);
+  impl_->ck.model->freeze();  // the weights are packed once, by the first products that meet them
   impl_->input.resize(size_t(kBatch) * channels() * image_size() * image_size());
 }
 Classifier::~Classifier() = default;

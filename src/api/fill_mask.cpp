@@ -66,6 +66,7 @@ struct FillMask::Impl {
 FillMask::FillMask(const std::string& checkpoint) : impl_(std::make_unique<Impl>()) {
   impl_->ck = load_text_checkpoint(checkpoint);
   impl_->ck.model->plan(1, Mode::infer);
+  impl_->ck.model->freeze();
 }
 FillMask::~FillMask() = default;
 FillMask::FillMask(FillMask&&) noexcept = default;

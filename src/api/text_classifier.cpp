@@ -49,6 +49,7 @@ TextClassifier::TextClassifier(const std::string& checkpoint) : impl_(std::make_
   if (m.names.empty())
     for (int k = 0; k < num_classes(); ++k) m.names.push_back(cat("class ", k));
   m.ck.model->plan(kBatch, Mode::infer);
+  m.ck.model->freeze();
   m.ids.resize(size_t(kBatch) * size_t(max_tokens()));
 }
 TextClassifier::~TextClassifier() = default;

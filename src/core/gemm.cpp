@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include "core/cpu_features.h"
@@ -215,6 +216,7 @@ struct Problem {
   float* C;
   int64_t ldc;
   const Epilogue* epilogue;
+  const PackedB* packed = nullptr;  // op(B) packed beforehand (b unused), or null
 };
 
 // C[i0, i1) × [j0, j1) on the calling thread.
@@ -241,17 +243,21 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
         return View{p.b.p + pc * p.b.rs + (jc + j) * p.b.cs, p.b.rs, p.b.cs};
       };
       auto a_rows = [&](int64_t i) { return View{p.a.p + i * p.a.rs + pc * p.a.cs, p.a.rs, p.a.cs}; };
+      // This slice of op(B), packed beforehand or here.
+      const Word* slice = p.packed ? static_cast<const Word*>(p.packed->slice(jc, pc)) : bp;
       if (one_block) {
         f.pack_a(ap, a_rows(i0), M, kc);
         for (int64_t j = 0; j < nc; j += nr) {
           const int64_t cols = std::min(nr, nc - j);
-          f.pack_b(bp, b_panel(j), kc, cols);
-          macro(f, M, cols, kc, ap, bp, p.C + i0 * p.ldc + jc + j, p.ldc, accumulate, 0, cols);
+          if (!p.packed) f.pack_b(bp, b_panel(j), kc, cols);
+          const Word* panel = p.packed ? slice + j * kw : bp;
+          macro(f, M, cols, kc, ap, panel, p.C + i0 * p.ldc + jc + j, p.ldc, accumulate, 0, cols);
           if (last) (*last)(i0, i1, jc + j, jc + j + cols);
         }
         continue;
       }
-      for (int64_t j = 0; j < nc; j += nr) f.pack_b(bp + j * kw, b_panel(j), kc, std::min(nr, nc - j));
+      if (!p.packed)
+        for (int64_t j = 0; j < nc; j += nr) f.pack_b(bp + j * kw, b_panel(j), kc, std::min(nr, nc - j));
       const bool direct =
           Format::direct && p.a.cs == 1 && kc * round_up(nc, nr) * int64_t(sizeof(float)) <= kDirectSliceBytes;
       for (int64_t ic = i0; ic < i1; ic += kMC) {
@@ -259,13 +265,13 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
         float* c = p.C + ic * p.ldc + jc;
         if constexpr (Format::direct) {
           if (direct) {
-            macro_direct(f, rows, nc, kc, a_rows(ic).p, p.a.rs, ap, bp, c, p.ldc, accumulate);
+            macro_direct(f, rows, nc, kc, a_rows(ic).p, p.a.rs, ap, slice, c, p.ldc, accumulate);
             if (last) (*last)(ic, ic + rows, jc, jc + nc);
             continue;
           }
         }
         f.pack_a(ap, a_rows(ic), rows, kc);
-        macro(f, rows, nc, kc, ap, bp, c, p.ldc, accumulate, 0, nc);
+        macro(f, rows, nc, kc, ap, slice, c, p.ldc, accumulate, 0, nc);
         if (last) (*last)(ic, ic + rows, jc, jc + nc);
       }
     }
@@ -281,7 +287,8 @@ std::pair<int64_t, int64_t> share(int64_t n, int64_t unit, int t, int threads) {
 // The whole product in a format, on the threads of the calling context.
 template <class Format>
 void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-         const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
+         const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue,
+         const PackedB* packed = nullptr) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // an empty sum
     if (!accumulate)
@@ -296,11 +303,12 @@ void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int6
                   accumulate,
                   C,
                   ldc,
-                  epilogue};
+                  epilogue,
+                  packed};
   if (threads == 1) return block(f, p, 0, M, 0, N);
   // Threads split the longer side of C, so that the operand each of them packs again is the
-  // smaller one.
-  const bool by_rows = M >= N;
+  // smaller one; with B packed beforehand, the rows (the slices of B start at its first column).
+  const bool by_rows = M >= N || packed;
 #pragma omp parallel num_threads(threads)
   {
     const auto [lo, hi] =
@@ -325,6 +333,51 @@ void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const
               int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
   GMLP_CHECK(bf16_available());
   run(Bf16{}, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
+}
+
+void PackedB::Free::operator()(void* p) const { std::free(p); }
+
+PackedB::PackedB(bool bf16, bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb)
+    : bf16_(bf16), K_(K), N_(N), kc_(bf16 ? Bf16::kc : F32::kc), slices_k_((K + kc_ - 1) / kc_) {
+  GMLP_CHECK(K > 0 && N > 0 && (bf16 ? bf16_available() : available()));
+  const View b{B, trans_b ? 1 : ldb, trans_b ? ldb : 1};
+  // Each slice as block() packs one: its panels nr apart, words(kc) × nr words each.
+  auto each_slice = [&](auto&& f, auto&& visit) {
+    for (int64_t jc = 0; jc < N; jc += kNC)
+      for (int64_t pc = 0; pc < K; pc += kc_) visit(f, jc, std::min(kNC, N - jc), pc, std::min(kc_, K - pc));
+  };
+  auto pack = [&](const auto& f) {
+    using Word = typename std::decay_t<decltype(f)>::Word;
+    offsets_.assign(1, 0);
+    each_slice(f, [&](const auto& f, int64_t, int64_t nc, int64_t, int64_t kc) {
+      offsets_.push_back(offsets_.back() + size_t(round_up(nc, f.nr()) * f.words(kc)) * sizeof(Word));
+    });
+    data_.reset(std::aligned_alloc(64, size_t(round_up(int64_t(offsets_.back()), 64))));
+    if (!data_) throw std::bad_alloc();
+    size_t s = 0;
+    each_slice(f, [&](const auto& f, int64_t jc, int64_t nc, int64_t pc, int64_t kc) {
+      Word* dst = reinterpret_cast<Word*>(static_cast<char*>(data_.get()) + offsets_[s++]);
+      for (int64_t j = 0; j < nc; j += f.nr())
+        f.pack_b(dst + j * f.words(kc), View{b.p + pc * b.rs + (jc + j) * b.cs, b.rs, b.cs}, kc,
+                 std::min(f.nr(), nc - j));
+    });
+  };
+  if (bf16)
+    pack(Bf16{});
+  else
+    pack(F32{isa()});
+}
+
+const void* PackedB::slice(int64_t jc, int64_t pc) const {
+  return static_cast<const char*>(data_.get()) + offsets_[size_t(jc / kNC * slices_k_ + pc / kc_)];
+}
+
+void multiply(bool trans_a, int64_t M, const float* A, int64_t lda, const PackedB& B, bool accumulate, float* C,
+              int64_t ldc, const Epilogue* epilogue) {
+  if (B.bf16())
+    run(Bf16{}, trans_a, false, M, B.N(), B.K(), A, lda, nullptr, 0, accumulate, C, ldc, epilogue, &B);
+  else
+    run(F32{isa()}, trans_a, false, M, B.N(), B.K(), A, lda, nullptr, 0, accumulate, C, ldc, epilogue, &B);
 }
 
 }  // namespace gmlp::gemm

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace gmlp::gemm {
 
@@ -60,5 +62,35 @@ bool bf16_available();
 // of either operand. Same blocking, threads, determinism and epilogue as sgemm.
 void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
               int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue = nullptr);
+
+// op(B) packed once, for products that multiply many A by the same B (a layer's weights in an
+// inference-only process): the panels sgemm or bf16gemm would pack again on every call, laid
+// out in the order they take them. Holds its own copy: B may change or go afterwards.
+class PackedB {
+ public:
+  // bf16: packed for bf16gemm's format (rounded to bfloat16), else for sgemm's.
+  PackedB(bool bf16, bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb);
+  bool bf16() const { return bf16_; }
+  int64_t K() const { return K_; }
+  int64_t N() const { return N_; }
+  size_t bytes() const { return offsets_.back(); }
+  // The packed slice of columns [jc, jc + NC) and depths [pc, pc + KC) (jc, pc multiples of the
+  // blocking's NC and KC).
+  const void* slice(int64_t jc, int64_t pc) const;
+
+ private:
+  struct Free {
+    void operator()(void* p) const;
+  };
+  bool bf16_;
+  int64_t K_, N_, kc_, slices_k_;
+  std::vector<size_t> offsets_;  // bytes, one a slice and the end
+  std::unique_ptr<void, Free> data_;
+};
+
+// C = op(A)·B (+ C) with B packed beforehand: sgemm's or bf16gemm's product, by B's format, the
+// same bits as theirs on the B it was packed from. Threads split the rows of C.
+void multiply(bool trans_a, int64_t M, const float* A, int64_t lda, const PackedB& B, bool accumulate, float* C,
+              int64_t ldc, const Epilogue* epilogue = nullptr);
 
 }  // namespace gmlp::gemm

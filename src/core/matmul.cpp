@@ -3,9 +3,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 #include <vector>
@@ -199,7 +202,68 @@ void matmul_split_k(Product product, int64_t M, int64_t N, int64_t K, const floa
     }
 }
 
+// The ranges held constant, and the packs of the B operands met in them, keyed by where B lies
+// and how it is read. Guarded by the mutex; `held` lets products skip the lock when none is held.
+struct Constants {
+  struct Key {
+    const float* b;
+    bool trans_b, bf16;
+    int64_t K, N, ldb;
+    auto tie() const { return std::tie(b, trans_b, bf16, K, N, ldb); }
+    bool operator<(const Key& o) const { return tie() < o.tie(); }
+  };
+  std::mutex mutex;
+  std::atomic<int> held{0};
+  std::map<const float*, const float*> ranges;  // begin → end
+  std::map<Key, std::unique_ptr<gemm::PackedB>> packs;
+};
+
+Constants& constants() {
+  static Constants c;
+  return c;
+}
+
+// B's pack, made on first use, where B lies in a constant range; else null.
+const gemm::PackedB* constant_pack(bool bf16, bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb) {
+  Constants& c = constants();
+  if (c.held.load(std::memory_order_acquire) == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto range = c.ranges.upper_bound(B);
+  if (range == c.ranges.begin()) return nullptr;
+  --range;  // the last range starting at or before B
+  const float* last = trans_b ? B + (N - 1) * ldb + K : B + (K - 1) * ldb + N;  // one past op(B)'s last element
+  if (last > range->second) return nullptr;
+  std::unique_ptr<gemm::PackedB>& pack = c.packs[Constants::Key{B, trans_b, bf16, K, N, ldb}];
+  if (!pack) pack = std::make_unique<gemm::PackedB>(bf16, trans_b, K, N, B, ldb);
+  return pack.get();
+}
+
 }  // namespace
+
+void hold_constant(const float* begin, const float* end) {
+  Constants& c = constants();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.ranges.emplace(begin, end).second) c.held.fetch_add(1, std::memory_order_release);
+}
+
+void release_constant(const float* begin) {
+  Constants& c = constants();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  const auto range = c.ranges.find(begin);
+  if (range == c.ranges.end()) return;
+  for (auto it = c.packs.begin(); it != c.packs.end();)
+    it = it->first.b >= range->first && it->first.b < range->second ? c.packs.erase(it) : std::next(it);
+  c.ranges.erase(range);
+  c.held.fetch_sub(1, std::memory_order_release);
+}
+
+size_t constant_pack_bytes() {
+  Constants& c = constants();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  size_t bytes = 0;
+  for (const auto& [key, pack] : c.packs) bytes += pack->bytes();
+  return bytes;
+}
 
 template <>
 void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
@@ -219,6 +283,10 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
                           : gemm::bf16_available() && !cpu.amx_bf16 ? gemm::bf16gemm
                                                                     : nullptr;
   if (product) {
+    const bool own = g_precision == Precision::bf16 || gemm::available();  // f32 without gemm is oneDNN's sgemm
+    if (own)
+      if (const gemm::PackedB* packed = constant_pack(g_precision == Precision::bf16, trans_b, K, N, B, ldb))
+        return gemm::multiply(trans_a, M, A, lda, *packed, beta != 0.f, C, ldc, epilogue);
     if (!split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()))
       return product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);
     matmul_split_k(product, M, N, K, A, lda, B, ldb, beta, C, ldc);

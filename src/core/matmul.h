@@ -26,6 +26,15 @@ bool cpu_has_bf16();
 Precision use_precision(const std::string& name);
 const char* precision_name(Precision p);
 
+// Weights that stay as they are from now on (ParamModel::freeze: an inference-only model's). A
+// product whose B lies in [begin, end) packs B the first time it meets it (gemm::PackedB), keeps
+// the pack and reuses it on every later call, until release_constant(begin). Only gmlp's own
+// products keep packs (f32, and bf16 on AVX512-BF16). Thread-safe.
+void hold_constant(const float* begin, const float* end);
+void release_constant(const float* begin);
+// Bytes of the packs kept now.
+size_t constant_pack_bytes();
+
 // epilogue, when given, runs on C once it is final (gemm::Epilogue): block by block inside gmlp's
 // own f32 product, on the whole of C after the others.
 template <class T>

@@ -1,8 +1,10 @@
 #include "nn/model.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "core/error.h"
+#include "core/matmul.h"
 #include "core/memory.h"
 #include "nn/cnn.h"
 #include "nn/token_model.h"
@@ -153,8 +155,23 @@ int64_t ParamModel<T>::plan_bytes(int64_t max_batch, Mode mode) {
 }
 
 template <class T>
+ParamModel<T>::~ParamModel() {
+  if constexpr (std::is_same_v<T, float>)
+    if (frozen_) release_constant(w_.data());
+}
+
+template <class T>
+void ParamModel<T>::freeze() {
+  GMLP_CHECK(mode_ != Mode::train || max_batch_ == 0);  // no training plan, before or after
+  if constexpr (std::is_same_v<T, float>)
+    if (!frozen_ && w_.size() > 0) hold_constant(w_.data(), w_.data() + w_.size());
+  frozen_ = true;
+}
+
+template <class T>
 void ParamModel<T>::plan(int64_t max_batch, Mode mode) {
   GMLP_CHECK(max_batch > 0);
+  GMLP_CHECK(!(frozen_ && mode == Mode::train));  // a frozen model's weights must not change
   Arena<T> arena(mode);
   lay_out(arena, max_batch);
   check_fits_in_memory(double(arena.size()) * sizeof(T),

@@ -96,7 +96,7 @@ template <class T>
 class ParamModel {
  public:
   ParamModel() = default;
-  virtual ~ParamModel() = default;
+  virtual ~ParamModel();
   ParamModel(const ParamModel&) = delete;
   ParamModel& operator=(const ParamModel&) = delete;
 
@@ -122,6 +122,13 @@ class ParamModel {
 
   // The reference implementation's initialisation (timm's where timm has the model).
   virtual void init(Rng& rng) = 0;
+
+  // The weights stay as they are from now on (an inference-only process, once it has loaded
+  // them): the matrix products that multiply by them keep them packed after their first call
+  // (hold_constant in core/matmul.h) instead of packing them again on every call. A frozen model
+  // plans no training. Released with the model.
+  void freeze();
+  bool frozen() const { return frozen_; }
 
   // Plans activations for batches of up to max_batch inputs. Must precede forward. Throws
   // gmlp::Error naming --batch-size, before allocating, if they cannot fit in memory.
@@ -162,6 +169,7 @@ class ParamModel {
   GradsReady grads_ready_;
   std::vector<int64_t> layer_begin_;
   int64_t layers_end_ = 0;
+  bool frozen_ = false;
 };
 
 // An image classifier.
