@@ -30,6 +30,7 @@ static_assert(kMC % kMR == 0 && kMC % kMRBf16 == 0);
 struct Isa {
   Kernel kernel = nullptr;
   DirectKernel direct = nullptr;
+  EdgeKernel edge = nullptr;
   int64_t nr = 0;
   const char* name = "none";
 };
@@ -37,8 +38,8 @@ struct Isa {
 const Isa& isa() {
   static const Isa chosen = [] {
     const CpuFeatures& f = cpu_features();
-    if (f.avx512f) return Isa{tile_avx512, tile_direct_avx512, kNRAvx512, "avx512"};
-    if (f.avx2) return Isa{tile_avx2, tile_direct_avx2, kNRAvx2, "avx2"};
+    if (f.avx512f) return Isa{tile_avx512, tile_direct_avx512, tile_rows_avx512, kNRAvx512, "avx512"};
+    if (f.avx2) return Isa{tile_avx2, tile_direct_avx2, tile_rows_avx2, kNRAvx2, "avx2"};
     return Isa{};
   }();
   return chosen;
@@ -135,6 +136,9 @@ struct F32 {
   void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) const {
     isa.kernel(kc, a, b, c, ldc, accumulate);
   }
+  void tile_rows(int rows, int64_t kc, const float* a, const float* b, float* c, int64_t ldc) const {
+    isa.edge(rows, kc, a, b, c, ldc);
+  }
 };
 
 struct Bf16 {
@@ -147,6 +151,9 @@ struct Bf16 {
   static void pack_b(uint32_t* dst, View b, int64_t kc, int64_t cols) { pack_b_bf16(dst, b.p, b.rs, b.cs, kc, cols); }
   static void tile(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
     tile_bf16(words(kc), a, b, c, ldc, accumulate);
+  }
+  static void tile_rows(int rows, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc) {
+    tile_rows_bf16(rows, words(kc), a, b, c, ldc);
   }
 };
 
@@ -176,8 +183,11 @@ void macro(const Format& f, int64_t rows, int64_t nc, int64_t kc, const Word* ap
         f.tile(kc, a, b, cc, ldc, accumulate);
         continue;
       }
-      // An edge tile: the same sums into a scratch tile first.
-      f.tile(kc, a, b, edge, nr, false);
+      // An edge tile: the same sums into a scratch tile first, of its rows only.
+      if (n == Format::mr)
+        f.tile(kc, a, b, edge, nr, false);
+      else
+        f.tile_rows(int(n), kc, a, b, edge, nr);
       store_edge(edge, nr, cc, ldc, n, cols, accumulate);
     }
   }

@@ -67,6 +67,10 @@ void pack_a_rows_avx2(float* dst, const float* src, int64_t ld, int64_t kc) {
     for (int i = 0; i < kMR; ++i) dst[k * kMR + i] = src[i * ld + k];
 }
 
+void tile_rows_avx2(int rows, int64_t kc, const float* a, const float* b, float* c, int64_t ldc) {
+  tile_rows<Avx2>(rows, kc, a, b, c, ldc);
+}
+
 void tile_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
   tile<Avx2>(kc, a, b, c, ldc, accumulate);
 }

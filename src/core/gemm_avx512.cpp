@@ -19,6 +19,10 @@ struct Avx512 {
 static_assert(2 * Avx512::width == kNRAvx512);
 }  // namespace
 
+void tile_rows_avx512(int rows, int64_t kc, const float* a, const float* b, float* c, int64_t ldc) {
+  tile_rows<Avx512>(rows, kc, a, b, c, ldc);
+}
+
 void tile_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
   tile<Avx512>(kc, a, b, c, ldc, accumulate);
 }

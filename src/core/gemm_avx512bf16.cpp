@@ -50,30 +50,53 @@ inline void transpose8(__m256i r[8]) {
 
 }  // namespace
 
-void tile_bf16(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
-  __m512 s[kMRBf16][2];
+namespace {
+
+// The first R rows of the 8 × 32 tile.
+template <int R>
+void tile_bf16_rows(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+  __m512 s[R][2];
 #pragma GCC unroll 8
-  for (int i = 0; i < kMRBf16; ++i) __builtin_prefetch(c + i * ldc, 1, 3), __builtin_prefetch(c + i * ldc + 31, 1, 3);
+  for (int i = 0; i < R; ++i) __builtin_prefetch(c + i * ldc, 1, 3), __builtin_prefetch(c + i * ldc + 31, 1, 3);
 #pragma GCC unroll 8
-  for (int i = 0; i < kMRBf16; ++i) s[i][0] = _mm512_setzero_ps(), s[i][1] = _mm512_setzero_ps();
+  for (int i = 0; i < R; ++i) s[i][0] = _mm512_setzero_ps(), s[i][1] = _mm512_setzero_ps();
   for (int64_t p = 0; p < pairs; ++p) {
     const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + p * kNRBf16));
     const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + p * kNRBf16 + 16));
 #pragma GCC unroll 8
-    for (int i = 0; i < kMRBf16; ++i) {
+    for (int i = 0; i < R; ++i) {
       const __m512bh ai = reinterpret_cast<__m512bh>(_mm512_set1_epi32(int(a[p * kMRBf16 + i])));
       s[i][0] = _mm512_dpbf16_ps(s[i][0], ai, b0);
       s[i][1] = _mm512_dpbf16_ps(s[i][1], ai, b1);
     }
   }
 #pragma GCC unroll 8
-  for (int i = 0; i < kMRBf16; ++i) {
+  for (int i = 0; i < R; ++i) {
     float* row = c + i * ldc;
     if (accumulate)
       s[i][0] = _mm512_add_ps(s[i][0], _mm512_loadu_ps(row)),
       s[i][1] = _mm512_add_ps(s[i][1], _mm512_loadu_ps(row + 16));
     _mm512_storeu_ps(row, s[i][0]);
     _mm512_storeu_ps(row + 16, s[i][1]);
+  }
+}
+
+}  // namespace
+
+void tile_bf16(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+  tile_bf16_rows<kMRBf16>(pairs, a, b, c, ldc, accumulate);
+}
+
+void tile_rows_bf16(int rows, int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc) {
+  static_assert(kMRBf16 == 8);
+  switch (rows) {
+    case 1: return tile_bf16_rows<1>(pairs, a, b, c, ldc, false);
+    case 2: return tile_bf16_rows<2>(pairs, a, b, c, ldc, false);
+    case 3: return tile_bf16_rows<3>(pairs, a, b, c, ldc, false);
+    case 4: return tile_bf16_rows<4>(pairs, a, b, c, ldc, false);
+    case 5: return tile_bf16_rows<5>(pairs, a, b, c, ldc, false);
+    case 6: return tile_bf16_rows<6>(pairs, a, b, c, ldc, false);
+    default: return tile_bf16_rows<7>(pairs, a, b, c, ldc, false);
   }
 }
 

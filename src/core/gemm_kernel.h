@@ -16,32 +16,46 @@ using Kernel = void (*)(int64_t kc, const float* a, const float* b, float* c, in
 using DirectKernel = void (*)(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
                               bool accumulate);
 
-// A is packed (a[k·MR + i]), or with kDirect read in place (a[i·lda + k]).
-template <class V, bool kDirect = false>
+// A is packed (a[k·MR + i]), or with kDirect read in place (a[i·lda + k]). R < MR computes only
+// the first R rows, for the last rows of C: each row's sum is the full tile's, so the same bits.
+template <class V, bool kDirect = false, int R = kMR>
 inline void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate, int64_t lda = 0) {
   constexpr int W = V::width;
-  typename V::type s[kMR][2];
+  typename V::type s[R][2];
   // The tile of C is written at the end; asking for its lines now hides their miss behind the sum.
 #pragma GCC unroll 6
-  for (int i = 0; i < kMR; ++i)
-    __builtin_prefetch(c + i * ldc, 1, 3), __builtin_prefetch(c + i * ldc + 2 * W - 1, 1, 3);
+  for (int i = 0; i < R; ++i) __builtin_prefetch(c + i * ldc, 1, 3), __builtin_prefetch(c + i * ldc + 2 * W - 1, 1, 3);
 #pragma GCC unroll 6
-  for (int i = 0; i < kMR; ++i) s[i][0] = V::zero(), s[i][1] = V::zero();
+  for (int i = 0; i < R; ++i) s[i][0] = V::zero(), s[i][1] = V::zero();
   for (int64_t k = 0; k < kc; ++k) {
     const typename V::type b0 = V::load(b + k * 2 * W), b1 = V::load(b + k * 2 * W + W);
 #pragma GCC unroll 6
-    for (int i = 0; i < kMR; ++i) {
+    for (int i = 0; i < R; ++i) {
       const typename V::type ai = V::broadcast(kDirect ? a + i * lda + k : a + k * kMR + i);
       s[i][0] = V::fma(ai, b0, s[i][0]);
       s[i][1] = V::fma(ai, b1, s[i][1]);
     }
   }
 #pragma GCC unroll 6
-  for (int i = 0; i < kMR; ++i) {
+  for (int i = 0; i < R; ++i) {
     float* row = c + i * ldc;
     if (accumulate) s[i][0] = V::add(s[i][0], V::load(row)), s[i][1] = V::add(s[i][1], V::load(row + W));
     V::store(row, s[i][0]);
     V::store(row + W, s[i][1]);
+  }
+}
+
+// The first `rows` (1 ≤ rows < MR) rows of a tile, written to c (overwritten).
+using EdgeKernel = void (*)(int rows, int64_t kc, const float* a, const float* b, float* c, int64_t ldc);
+template <class V>
+inline void tile_rows(int rows, int64_t kc, const float* a, const float* b, float* c, int64_t ldc) {
+  static_assert(kMR == 6);
+  switch (rows) {
+    case 1: return tile<V, false, 1>(kc, a, b, c, ldc, false);
+    case 2: return tile<V, false, 2>(kc, a, b, c, ldc, false);
+    case 3: return tile<V, false, 3>(kc, a, b, c, ldc, false);
+    case 4: return tile<V, false, 4>(kc, a, b, c, ldc, false);
+    default: return tile<V, false, 5>(kc, a, b, c, ldc, false);
   }
 }
 
@@ -56,6 +70,8 @@ void pack_a_rows_avx2(float* dst, const float* src, int64_t ld, int64_t kc);
 void tile_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 void tile_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 void tile_direct_avx2(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, bool accumulate);
+void tile_rows_avx2(int rows, int64_t kc, const float* a, const float* b, float* c, int64_t ldc);
+void tile_rows_avx512(int rows, int64_t kc, const float* a, const float* b, float* c, int64_t ldc);
 void tile_direct_avx512(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
                         bool accumulate);
 inline constexpr int kNRAvx2 = 16, kNRAvx512 = 32;
@@ -67,6 +83,8 @@ inline constexpr int kNRAvx2 = 16, kNRAvx512 = 32;
 // vdpbf16ps's pipes full where 12 were not (its latency is longer than the FMA's).
 inline constexpr int kMRBf16 = 8, kNRBf16 = 32;
 void tile_bf16(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate);
+// Its first `rows` (1 ≤ rows < MR) rows, written to c (overwritten).
+void tile_rows_bf16(int rows, int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc);
 // Rows [0, rows) × depth [0, kc) of op(A), element (r, k) at src[r·rs + k·cs], into MR-row panels.
 void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
 // Depth [0, kc) × columns [0, cols) of op(B), element (k, j) at src[k·rs + j·cs], cols ≤ NR, as one panel.
