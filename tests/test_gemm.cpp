@@ -93,8 +93,9 @@ void expect_close(Format f, const Case& c, const Operands& o, const std::vector<
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  const int64_t shapes[][3] = {{1, 1, 1},      {6, 16, 8},    {7, 17, 9},  {5, 33, 1},      {49, 49, 128},
-                               {13, 100, 300}, {100, 7, 513}, {2, 40, 64}, {130, 3100, 20}, {12, 64, 1101}};
+  const int64_t shapes[][3] = {{1, 1, 1},       {6, 16, 8},     {7, 17, 9},    {5, 33, 1},
+                               {49, 49, 128},   {13, 100, 300}, {100, 7, 513}, {2, 40, 64},
+                               {130, 3100, 20}, {12, 64, 1101}, {3, 40, 70},   {11, 33, 17}};
   for (const auto& s : shapes)
     for (int t = 0; t < 8; ++t) out.push_back({bool(t & 1), bool(t & 2), bool(t & 4), s[0], s[1], s[2]});
   return out;
