@@ -1,5 +1,6 @@
-// gmlp's own single-precision matrix product, C = op(A)·op(B) (+ C), for the CPUs it runs on:
-// AVX2 + FMA and AVX-512 kernels picked at run time. It packs the operands into buffers that
+// gmlp's own matrix product, C = op(A)·op(B) (+ C) on float operands, for the CPUs it runs on:
+// in fp32 with AVX2 + FMA or AVX-512 kernels picked at run time, and in bf16 (the operands
+// rounded to bfloat16, fp32 sums) with an AVX512-BF16 kernel. It packs the operands into buffers that
 // each thread keeps between calls, so once the shapes of a training step have been seen it
 // allocates nothing, and inside a parallel region it runs on the calling thread alone (no nested
 // team). Every element's sum runs over k in order, in the same blocks whatever the thread count,

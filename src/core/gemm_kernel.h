@@ -1,6 +1,7 @@
-// The micro-kernel of gemm.cpp, written once over a vector type and compiled per instruction set
-// (gemm_avx2.cpp, gemm_avx512.cpp, each with its own target flags): an MR × NR tile of C, NR = two
-// vectors, from an A panel packed as a[k·MR + i] and a B panel packed as b[k·NR + j].
+// The micro-kernels of gemm.cpp, each compiled for its instruction set in a file of its own with
+// its target flags. fp32 (gemm_avx2.cpp, gemm_avx512.cpp): written once over a vector type, an
+// MR × NR tile of C, NR = two vectors, from an A panel packed as a[k·MR + i] and a B panel packed
+// as b[k·NR + j]. bf16 (gemm_avx512bf16.cpp): below.
 #pragma once
 
 #include <cstdint>
