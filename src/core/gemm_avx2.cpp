@@ -2,6 +2,7 @@
 #include <immintrin.h>
 
 #include "core/gemm_kernel.h"
+#include "core/transpose8.h"
 
 namespace gmlp::gemm {
 
@@ -18,22 +19,6 @@ struct Avx2 {
 };
 static_assert(2 * Avx2::width == kNRAvx2);
 
-// r[q][p] ← r[p][q]: the 8 × 8 block held by eight registers, transposed.
-inline void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int q = 0; q < 8; q += 2)
-    t[q] = _mm256_unpacklo_ps(r[q], r[q + 1]), t[q + 1] = _mm256_unpackhi_ps(r[q], r[q + 1]);
-  for (int q = 0; q < 8; q += 4) {
-    u[q] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    u[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    u[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    u[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int q = 0; q < 4; ++q) {
-    r[q] = _mm256_permute2f128_ps(u[q], u[q + 4], 0x20);
-    r[q + 4] = _mm256_permute2f128_ps(u[q], u[q + 4], 0x31);
-  }
-}
 }  // namespace
 
 void pack_b_transposed_avx2(float* dst, const float* src, int64_t ld, int64_t kc, int64_t nr) {

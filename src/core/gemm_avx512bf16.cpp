@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/gemm_kernel.h"
+#include "core/transpose8.h"
 
 namespace gmlp::gemm {
 
@@ -30,27 +31,6 @@ inline __m256i pairs16(const float* p, int64_t n) {
   const __m256 lo = _mm256_maskz_loadu_ps(first8(n), p), hi = _mm256_maskz_loadu_ps(first8(n - 8), p + 8);
   return reinterpret_cast<__m256i>(_mm256_cvtne2ps_pbh(hi, lo));
 }
-
-// r[q] word p ← r[p] word q: the 8 × 8 block of 32-bit words held by eight registers, transposed.
-inline void transpose8(__m256i r[8]) {
-  __m256i t[8], u[8];
-  for (int q = 0; q < 8; q += 2)
-    t[q] = _mm256_unpacklo_epi32(r[q], r[q + 1]), t[q + 1] = _mm256_unpackhi_epi32(r[q], r[q + 1]);
-  for (int q = 0; q < 8; q += 4) {
-    u[q] = _mm256_unpacklo_epi64(t[q], t[q + 2]);
-    u[q + 1] = _mm256_unpackhi_epi64(t[q], t[q + 2]);
-    u[q + 2] = _mm256_unpacklo_epi64(t[q + 1], t[q + 3]);
-    u[q + 3] = _mm256_unpackhi_epi64(t[q + 1], t[q + 3]);
-  }
-  for (int q = 0; q < 4; ++q) {
-    r[q] = _mm256_permute2x128_si256(u[q], u[q + 4], 0x20);
-    r[q + 4] = _mm256_permute2x128_si256(u[q], u[q + 4], 0x31);
-  }
-}
-
-}  // namespace
-
-namespace {
 
 // The first R rows of the 8 × 32 tile.
 template <int R>
@@ -104,6 +84,7 @@ void tile_rows_bf16(int rows, int64_t pairs, const uint32_t* a, const uint32_t* 
 // has one), with masked loads at the edges, so that zero fills what lies beyond the rows, the
 // columns and the depth.
 void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
+  static_assert(kMRBf16 == 8);  // a panel's rows are one 8 × 8 transpose
   const int64_t pairs = (kc + 1) / 2, panel = kMRBf16 * pairs;
   int64_t t = 0;
   if (cs == 1) {  // rows contiguous along k: 8 pairs of each row of a panel, transposed in registers
@@ -111,7 +92,6 @@ void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_
       const int64_t n = std::min<int64_t>(kMRBf16, rows - t);
       for (int64_t p = 0; p < pairs; p += 8) {
         __m256i r[8];
-        static_assert(kMRBf16 == 8);
         for (int i = 0; i < 8; ++i) r[i] = i < n ? pairs16(src + i * rs + 2 * p, kc - 2 * p) : _mm256_setzero_si256();
         transpose8(r);
         for (int q = 0; q < 8 && p + q < pairs; ++q)

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <exception>
 #include <filesystem>
 #include <system_error>
 #include <vector>
@@ -90,31 +89,20 @@ ImageSet load_image_folder(const std::string& root, const std::string& split, in
   set.classes = int(names.size());
   set.class_names = names;
   set.labels = std::move(labels);
-  const size_t image = size_t(channels) * size * size;
-  auto decode = [channels, size, image](const fs::path& file, uint8_t* dst) {
-    const std::vector<float> chw = img::load_image(file.string(), channels, size, size);
-    for (size_t j = 0; j < image; ++j) dst[j] = uint8_t(std::lround(chw[j] * 255.0f));
+  set.decode = [files = std::move(files), channels, size](int64_t i, uint8_t* dst) {
+    const std::vector<float> chw = img::load_image(files[size_t(i)].string(), channels, size, size);
+    for (size_t j = 0; j < chw.size(); ++j) dst[j] = uint8_t(std::lround(chw[j] * 255.0f));
   };
-  if (reading == Reading::on_demand) {
-    set.decode = [files = std::move(files), decode](int64_t i, uint8_t* dst) { decode(files[size_t(i)], dst); };
-    return set;
-  }
-  check_fits_in_memory(double(files.size()) * channels * size * size,
-                       cat("failed to read image folder '", split_dir.string(), "': the pixels of its ", files.size(),
+  if (reading == Reading::on_demand) return set;
+  check_fits_in_memory(double(set.count) * channels * size * size,
+                       cat("failed to read image folder '", split_dir.string(), "': the pixels of its ", set.count,
                            " images at ", channels, "x", size, "x", size));
-  set.pixels.resize(files.size() * image);
-  // Decoded in parallel; the first error (in file order) is thrown once all are done.
-  std::vector<std::exception_ptr> errors(files.size());
-#pragma omp parallel for schedule(dynamic, 64)
-  for (size_t i = 0; i < files.size(); ++i) {
-    try {
-      decode(files[i], set.pixels.data() + i * image);
-    } catch (...) {
-      errors[i] = std::current_exception();
-    }
-  }
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  // Every image decoded once, in parallel, straight into its place (the scratch of
+  // for_each_image is the pixels); the first error, in file order, is thrown once all are done.
+  set.pixels.resize(size_t(set.count) * size_t(set.image_size()));
+  for_each_image(
+      set, set.count, [](int64_t i) { return i; }, set.pixels.data(), [](int64_t, const uint8_t*) {});
+  set.decode = nullptr;
   return set;
 }
 

@@ -162,7 +162,7 @@ ParamModel<T>::~ParamModel() {
 
 template <class T>
 void ParamModel<T>::freeze() {
-  GMLP_CHECK(mode_ != Mode::train || max_batch_ == 0);  // no training plan, before or after
+  GMLP_CHECK(mode_ != Mode::train || max_batch_ == 0);  // not under a training plan
   if constexpr (std::is_same_v<T, float>)
     if (!frozen_ && w_.size() > 0) hold_constant(w_.data(), w_.data() + w_.size());
   frozen_ = true;

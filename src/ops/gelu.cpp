@@ -40,6 +40,23 @@ inline float erf_of(float x) { return erf_fast(x); }
 inline double erf_of(double x) { return std::erf(x); }
 inline float gauss_of(float x) { return exp_nonpositive(-0.5f * x * x); }
 inline double gauss_of(double x) { return std::exp(-0.5 * x * x); }
+
+// GELU from e = erf(x/√2): y = x·Φ(x), and its derivative Φ(x) + x·φ(x). Every loop below takes
+// them from here, so the forward, the slope it saves and the backward agree to the bit.
+template <class T>
+inline T erf_scaled(T x) {
+  return erf_of(x * T(kInvSqrt2));
+}
+template <class T>
+inline T gelu_of(T x, T e) {
+  return T(0.5) * x * (T(1) + e);
+}
+template <class T>
+inline T gelu_slope_of(T x, T e) {
+  const T cdf = T(0.5) * (T(1) + e);
+  const T pdf = T(kInvSqrt2Pi) * gauss_of(x);
+  return cdf + x * pdf;
+}
 }  // namespace
 
 // Inner loops on one thread's contiguous share, written so the compiler vectorises them. The
@@ -47,28 +64,20 @@ inline double gauss_of(double x) { return std::exp(-0.5 * x * x); }
 template <class T>
 void gelu_forward_span(T* y, const T* x, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = T(0.5) * x[i] * (T(1) + erf_of(x[i] * T(kInvSqrt2)));
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu_of(x[i], erf_scaled(x[i]));
 }
 
 template <class T>
 void gelu_backward_span(T* __restrict dx, const T* __restrict dy, const T* __restrict x, int64_t n) {
   // fwd: y = x·Φ(x)  =>  dx += dy·(Φ(x) + x·φ(x))
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const T cdf = T(0.5) * (T(1) + erf_of(x[i] * T(kInvSqrt2)));
-    const T pdf = T(kInvSqrt2Pi) * gauss_of(x[i]);
-    dx[i] += dy[i] * (cdf + x[i] * pdf);
-  }
+  for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * gelu_slope_of(x[i], erf_scaled(x[i]));
 }
 
 template <class T>
 void gelu_backward_inplace_span(T* __restrict d, const T* __restrict x, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const T cdf = T(0.5) * (T(1) + erf_of(x[i] * T(kInvSqrt2)));
-    const T pdf = T(kInvSqrt2Pi) * gauss_of(x[i]);
-    d[i] *= cdf + x[i] * pdf;
-  }
+  for (int64_t i = 0; i < n; ++i) d[i] *= gelu_slope_of(x[i], erf_scaled(x[i]));
 }
 
 // Calls f(begin, end) on each thread's contiguous share of [0, n), split at multiples of 16.
@@ -92,12 +101,10 @@ template <class T>
 void gelu_forward_serial(T* y, const T* x, int64_t n, T* slope) {
   if (!slope) return gelu_forward_span(y, x, n);
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {  // the expressions of gelu_forward_span and the backward's
-    const T xi = x[i], e = erf_of(xi * T(kInvSqrt2));
-    const T cdf = T(0.5) * (T(1) + e);
-    const T pdf = T(kInvSqrt2Pi) * gauss_of(xi);
-    slope[i] = cdf + xi * pdf;
-    y[i] = T(0.5) * xi * (T(1) + e);
+  for (int64_t i = 0; i < n; ++i) {  // one erf for both
+    const T xi = x[i], e = erf_scaled(xi);
+    slope[i] = gelu_slope_of(xi, e);
+    y[i] = gelu_of(xi, e);
   }
 }
 
