@@ -422,9 +422,11 @@ double g_peak[2][3] = {};
 // The matrix products under the ops, by oneDNN's sgemm and by core/gemm.h, and in bf16 (matmul()
 // at --precision bf16: oneDNN's bf16 primitive, the operands rounded first) where the CPU has
 // bf16, at the products of a linear layer (fc1: forward y = x·Wᵀ, input gradient dx = dy·W,
-// weight gradient dW = dyᵀ·x) and of the gating unit's per-image token projection (N×N by N×H).
-// Names: matmul/SHAPE/PRODUCT/onednn|gemm|bf16/threads:T; FLOP 2·M·N·K, and peak: the share of
-// the measured peak of the instructions the product runs on (fp32 FMA, or the bf16 peak).
+// weight gradient dW = dyᵀ·x) and of the gating unit's per-image token projection (N×N by N×H);
+// bf16_stored is bf16 on operands stored as bfloat16, as a layer stores the activations only
+// products read (core/operand.h; gmlp's own bf16 product only).
+// Names: matmul/SHAPE/PRODUCT/onednn|gemm|bf16|bf16_stored/threads:T; FLOP 2·M·N·K, and peak: the
+// share of the measured peak of the instructions the product runs on (fp32 FMA, or the bf16 peak).
 void register_matmul(const Shape& s) {
   struct Product {
     const char* name;
@@ -436,12 +438,14 @@ void register_matmul(const Shape& s) {
                               {"fc1_dx", false, false, M, D, F},
                               {"fc1_dw", true, false, F, D, M},
                               {"sgu_image", false, false, N, H, N}};
-  enum Engine { onednn, gemm, bf16 };
+  enum Engine { onednn, gemm, bf16, bf16_stored };
   for (const Product& p : products)
-    for (const Engine engine : {onednn, gemm, bf16}) {
+    for (const Engine engine : {onednn, gemm, bf16, bf16_stored}) {
       if (engine == gemm && !gemm::available()) continue;
       if (engine == bf16 && !cpu_has_bf16()) continue;
-      const char* engine_name = engine == onednn ? "onednn" : engine == gemm ? "gemm" : "bf16";
+      if (engine == bf16_stored && !gemm::bf16_available()) continue;
+      const char* engine_names[] = {"onednn", "gemm", "bf16", "bf16_stored"};
+      const char* engine_name = engine_names[engine];
       for (const int threads : {1, 2}) {
         const std::string name = cat("matmul/", s.name, "/", p.name, "/", engine_name, "/threads:", threads);
         benchmark::RegisterBenchmark(
@@ -453,8 +457,17 @@ void register_matmul(const Shape& s) {
               const float* B = b.uniform(p.K * p.N);
               float* C = b.fill(p.M * p.N, 0);
               const int64_t lda = p.ta ? p.M : p.K, ldb = p.tb ? p.K : p.N;
+              std::vector<uint16_t> A16, B16;  // bf16_stored: the operands rounded once, as a layer stores them
+              if (engine == bf16_stored) {
+                A16.resize(size_t(p.M * p.K)), B16.resize(size_t(p.K * p.N));
+                gemm::round_to_bf16(A16.data(), A, p.M * p.K);
+                gemm::round_to_bf16(B16.data(), B, p.K * p.N);
+              }
               auto call = [&] {
-                if (engine == gemm)
+                if (engine == bf16_stored)
+                  matmul<float>(p.ta, p.tb, p.M, p.N, p.K, Operand<float>::bf16(A16.data()), lda,
+                                Operand<float>::bf16(B16.data()), ldb, 0.f, C, p.N);
+                else if (engine == gemm)
                   gemm::sgemm(p.ta, p.tb, p.M, p.N, p.K, A, lda, B, ldb, false, C, p.N);
                 else if (engine == onednn)
                   dnnl_sgemm(p.ta ? 'T' : 'N', p.tb ? 'T' : 'N', p.M, p.N, p.K, 1.f, A, lda, B, ldb, 0.f, C, p.N);
@@ -465,7 +478,7 @@ void register_matmul(const Shape& s) {
               call();
               for (auto _ : st) call();
               set_matmul_precision(Precision::f32);
-              const double flops = 2.0 * p.M * p.N * p.K, peak = g_peak[engine == bf16][threads];
+              const double flops = 2.0 * p.M * p.N * p.K, peak = g_peak[engine >= bf16][threads];
               st.counters["FLOP"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
               if (peak > 0)
                 st.counters["peak"] =

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -31,13 +32,13 @@ struct Operands {
   std::vector<float> A, B, C;
 };
 
-// Operands with row strides 3 more than needed (the padding holds NaN: it must never be read).
-Operands make(const Case& c, uint64_t seed) {
+// Operands with row strides `pad` more than needed (the padding holds NaN: it must never be read).
+Operands make(const Case& c, uint64_t seed, int64_t pad = 3) {
   Rng rng(seed);
   Operands o;
   const int64_t a_rows = c.ta ? c.K : c.M, a_cols = c.ta ? c.M : c.K;
   const int64_t b_rows = c.tb ? c.N : c.K, b_cols = c.tb ? c.K : c.N;
-  o.lda = a_cols + 3, o.ldb = b_cols + 3, o.ldc = c.N + 3;
+  o.lda = a_cols + pad, o.ldb = b_cols + pad, o.ldc = c.N + pad;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   o.A.assign(size_t(a_rows * o.lda), nan), o.B.assign(size_t(b_rows * o.ldb), nan);
   o.C.assign(size_t(c.M * o.ldc), nan);
@@ -57,8 +58,10 @@ std::string name(const ::testing::TestParamInfo<Format>& info) { return info.par
 
 // The product of the format, with an epilogue when given.
 void product(Format f, const Case& c, const Operands& o, float* C, const gemm::Epilogue* epilogue = nullptr) {
-  (f == Format::f32 ? gemm::sgemm : gemm::bf16gemm)(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb,
-                                                    c.accumulate, C, o.ldc, epilogue);
+  if (f == Format::f32)
+    gemm::sgemm(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, c.accumulate, C, o.ldc, epilogue);
+  else
+    gemm::bf16gemm(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, c.accumulate, C, o.ldc, epilogue);
 }
 
 std::vector<float> run(Format f, const Case& c, const Operands& o) {
@@ -207,6 +210,60 @@ TEST_P(Gemm, PackedBGivesTheBitsOfPackingOnEveryCall) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, Gemm, ::testing::Values(Format::f32, Format::bf16), name);
+
+// round_to_bf16 rounds as float_to_bf16 does (to nearest, ties to even) on normal numbers, infinities
+// and the halfway cases, at every length (the masked tail).
+TEST(Bf16Storage, RoundToBf16IsRoundingToNearestEven) {
+  if (!gemm::bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  Rng rng(7);
+  std::vector<float> x;
+  for (int i = 0; i < 500; ++i) x.push_back(float(rng.normal() * std::ldexp(1.0, int(i % 40) - 20)));
+  for (uint32_t bits : {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x3f80ffffu, 0x7f7fffffu, 0x7f800000u, 0xff800000u})
+    x.push_back(std::bit_cast<float>(bits));  // ties, the largest float (rounds to inf), infinities
+  x.push_back(0.f), x.push_back(-0.f);
+  for (const size_t n : {x.size(), size_t(1), size_t(17), size_t(31), size_t(32), size_t(33)}) {
+    std::vector<uint16_t> got(n + 1, 0xabcd);
+    gemm::round_to_bf16(got.data(), x.data(), int64_t(n));
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], float_to_bf16(x[i])) << "element " << i << " of " << n;
+    EXPECT_EQ(got[n], 0xabcd) << "wrote past n = " << n;
+  }
+}
+
+// An operand stored as bfloat16 (round_to_bf16, as an op stores an activation) gives the bits of
+// bf16gemm on the floats it was rounded from, for A, B or both, in every transposition, across
+// the blocks and at the edges (odd depths, partial panels), packed or (rows of A, even strides
+// and depths, more rows than a block) read in place; the stored operands' padding is NaN.
+TEST(Bf16Storage, StoredOperandsGiveTheBitsOfRoundingWhilePacking) {
+  if (!gemm::bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  uint64_t seed = 500;
+  std::vector<std::pair<Case, int64_t>> all;  // with the padding of the rows
+  for (const Case& c : cases()) all.push_back({c, 3});
+  for (const Case& c : {Case{false, true, false, 200, 64, 512}, Case{false, false, true, 300, 40, 256},
+                        Case{false, true, true, 130, 3100, 20}, Case{false, false, false, 205, 70, 1100}})
+    for (const int64_t pad : {2, 3}) all.push_back({c, pad});
+  for (const auto& [c, pad] : all) {
+    auto store = [pad = pad](const std::vector<float>& m, int64_t ld) {
+      std::vector<uint16_t> out(m.size());
+      for (size_t r = 0; r < m.size(); r += size_t(ld)) {
+        gemm::round_to_bf16(out.data() + r, m.data() + r, ld - pad);
+        for (size_t j = size_t(ld - pad); j < size_t(ld); ++j) out[r + j] = 0x7fc0;  // NaN padding, never read
+      }
+      return out;
+    };
+    const Operands o = make(c, seed++, pad);
+    const std::vector<float> want = run(Format::bf16, c, o);
+    const std::vector<uint16_t> A = store(o.A, o.lda), B = store(o.B, o.ldb);
+    for (int which = 1; which <= 3; ++which) {
+      const Operand<float> a = which & 1 ? Operand<float>::bf16(A.data()) : Operand<float>(o.A.data());
+      const Operand<float> b = which & 2 ? Operand<float>::bf16(B.data()) : Operand<float>(o.B.data());
+      std::vector<float> got = o.C;
+      gemm::bf16gemm(c.ta, c.tb, c.M, c.N, c.K, a, o.lda, b, o.ldb, c.accumulate, got.data(), o.ldc);
+      ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+          << c.M << "x" << c.N << "x" << c.K << " ta " << c.ta << " tb " << c.tb << (which & 1 ? " A" : "")
+          << (which & 2 ? " B" : "") << " stored as bf16";
+    }
+  }
+}
 
 }  // namespace
 }  // namespace gmlp

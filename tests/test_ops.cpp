@@ -8,6 +8,8 @@
 #include <functional>
 
 #include "check.h"
+#include "core/bf16.h"
+#include "core/gemm.h"
 #include "core/threads.h"
 #include "ops/cross_entropy.h"
 #include "ops/gelu.h"
@@ -264,8 +266,19 @@ TEST(FastVsRef, LinearWithFusedGeluIsTheUnfusedLayerBitForBit) {
     auto d1 = randn<float>(M * out, rng);
     auto d2 = d1;
     gelu_backward_inplace(d1.data(), plain.data(), M * out);
-    gelu_backward_by_slope(d2.data(), slope.data(), M * out);
+    std::vector<float> db1(out, 0.5f), db2 = db1, db3 = db1;
+    std::vector<uint16_t> d16(M * out);
+    auto d3 = d2;
+    omp_set_num_threads(t);
+    gelu_backward_by_slope(d2.data(), slope.data(), M, out, db2.data());
+    column_sum_add(db1.data(), d1.data(), out, M, out);
+    if (gemm::bf16_available()) gelu_backward_by_slope(d3.data(), slope.data(), M, out, db3.data(), d16.data());
+    omp_set_num_threads(threads);
     EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * sizeof(float))) << t << " threads";
+    EXPECT_EQ(db1, db2) << "the bias gradient summed in the same pass, " << t << " threads";
+    if (!gemm::bf16_available()) continue;
+    for (int64_t i = 0; i < M * out; ++i) ASSERT_EQ(d16[i], float_to_bf16(d1[i])) << "stored as bf16, element " << i;
+    EXPECT_EQ(db1, db3) << "the bias gradient when the result is stored as bf16, " << t << " threads";
   }
 }
 

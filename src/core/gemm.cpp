@@ -72,11 +72,22 @@ class Buffer {
   int64_t size_ = 0;
 };
 
-// An operand as a strided view: element (r, c) at p[r·rs + c·cs].
+// An operand as a strided view: element (r, c) at p[r·rs + c·cs], floats or (bf16) bfloat16.
 struct View {
-  const float* p;
+  const void* p;
   int64_t rs, cs;
-  float at(int64_t r, int64_t c) const { return p[r * rs + c * cs]; }
+  bool bf16 = false;
+  const float* f() const {
+    GMLP_CHECK(!bf16);
+    return static_cast<const float*>(p);
+  }
+  const uint16_t* h() const { return static_cast<const uint16_t*>(p); }
+  float at(int64_t r, int64_t c) const { return f()[r * rs + c * cs]; }
+  // The view from element (r, c) on.
+  View from(int64_t r, int64_t c) const {
+    const int64_t i = r * rs + c * cs;
+    return View{bf16 ? static_cast<const void*>(h() + i) : static_cast<const void*>(f() + i), rs, cs, bf16};
+  }
 };
 
 // Rows [0, rows) × depth [0, kc) of op(A) into MR-row panels: panel t holds a[k·MR + i] for its
@@ -85,13 +96,13 @@ void pack_a(float* dst, View a, int64_t rows, int64_t kc) {
   for (int64_t t = 0; t < rows; t += kMR, dst += kMR * kc) {
     const int64_t n = std::min<int64_t>(kMR, rows - t);
     if (n == kMR && a.cs == 1) {  // rows contiguous along k
-      pack_a_rows_avx2(dst, a.p + t * a.rs, a.rs, kc);
+      pack_a_rows_avx2(dst, a.f() + t * a.rs, a.rs, kc);
       continue;
     }
     if (n == kMR && a.rs == 1) {  // columns contiguous: kMR consecutive floats per k
       for (int64_t k = 0; k < kc; ++k)
 #pragma GCC unroll 8
-        for (int i = 0; i < kMR; ++i) dst[k * kMR + i] = a.p[k * a.cs + t + i];
+        for (int i = 0; i < kMR; ++i) dst[k * kMR + i] = a.f()[k * a.cs + t + i];
       continue;
     }
     for (int64_t k = 0; k < kc; ++k) {
@@ -104,11 +115,11 @@ void pack_a(float* dst, View a, int64_t rows, int64_t kc) {
 
 // Depth [0, kc) × columns [0, cols) of op(B), cols ≤ NR, as one panel b[k·NR + j], zero beyond.
 void pack_b(float* dst, View b, int64_t kc, int64_t cols, int64_t nr) {
-  if (b.rs == 1 && cols == nr) return pack_b_transposed_avx2(dst, b.p, b.cs, kc, nr);  // columns along k
+  if (b.rs == 1 && cols == nr) return pack_b_transposed_avx2(dst, b.f(), b.cs, kc, nr);  // columns along k
   for (int64_t k = 0; k < kc; ++k) {
     float* d = dst + k * nr;
     if (b.cs == 1 && cols == nr) {  // nr (16 or 32) floats, in copies of a size known here, so inlined
-      const float* src = b.p + k * b.rs;
+      const float* src = b.f() + k * b.rs;
       for (int64_t j = 0; j < nr; j += 16) std::memcpy(d + j, src + j, 16 * sizeof(float));
       continue;
     }
@@ -127,8 +138,12 @@ void pack_b(float* dst, View b, int64_t kc, int64_t cols, int64_t nr) {
 struct F32 {
   using Word = float;
   static constexpr int64_t mr = kMR, kc = kKC;
-  static constexpr bool direct = true;
   const Isa& isa;
+  // Whether op(A) (rows along k, lda apart) can be read in place; then a full tile of it from a.
+  static bool direct(const View& a, int64_t, int64_t) { return a.cs == 1 && !a.bf16; }
+  void tile_direct(int64_t kc, const View& a, int64_t i, const float* b, float* c, int64_t ldc, bool accumulate) const {
+    isa.direct(kc, a.f() + i * a.rs, a.rs, b, c, ldc, accumulate);
+  }
   int64_t nr() const { return isa.nr; }
   static int64_t words(int64_t kc) { return kc; }
   static void pack_a(float* dst, View a, int64_t rows, int64_t kc) { gemm::pack_a(dst, a, rows, kc); }
@@ -144,11 +159,23 @@ struct F32 {
 struct Bf16 {
   using Word = uint32_t;
   static constexpr int64_t mr = kMRBf16, kc = 2 * kKC;
-  static constexpr bool direct = false;
+  // Rows of bfloat16 are already pair words, when each row starts on a pair word (an aligned start,
+  // lda even) and no row's last pair reaches past its end (K even).
+  static bool direct(const View& a, int64_t lda, int64_t K) {
+    return a.cs == 1 && a.bf16 && reinterpret_cast<uintptr_t>(a.p) % 4 == 0 && lda % 2 == 0 && K % 2 == 0;
+  }
+  static void tile_direct(int64_t kc, const View& a, int64_t i, const uint32_t* b, float* c, int64_t ldc,
+                          bool accumulate) {
+    tile_direct_bf16(words(kc), reinterpret_cast<const uint32_t*>(a.h() + i * a.rs), a.rs / 2, b, c, ldc, accumulate);
+  }
   static int64_t nr() { return kNRBf16; }
   static int64_t words(int64_t kc) { return (kc + 1) / 2; }
-  static void pack_a(uint32_t* dst, View a, int64_t rows, int64_t kc) { pack_a_bf16(dst, a.p, a.rs, a.cs, rows, kc); }
-  static void pack_b(uint32_t* dst, View b, int64_t kc, int64_t cols) { pack_b_bf16(dst, b.p, b.rs, b.cs, kc, cols); }
+  static void pack_a(uint32_t* dst, View a, int64_t rows, int64_t kc) {
+    a.bf16 ? pack_a_bf16(dst, a.h(), a.rs, a.cs, rows, kc) : pack_a_bf16(dst, a.f(), a.rs, a.cs, rows, kc);
+  }
+  static void pack_b(uint32_t* dst, View b, int64_t kc, int64_t cols) {
+    b.bf16 ? pack_b_bf16(dst, b.h(), b.rs, b.cs, kc, cols) : pack_b_bf16(dst, b.f(), b.rs, b.cs, kc, cols);
+  }
   static void tile(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
     tile_bf16(words(kc), a, b, c, ldc, accumulate);
   }
@@ -193,28 +220,28 @@ void macro(const Format& f, int64_t rows, int64_t nc, int64_t kc, const Word* ap
   }
 }
 
-// C[0, rows) × [0, nc) of a block, from op(A) read in place (rows contiguous along k, lda apart)
+// C[0, rows) × [0, nc) of a block, from op(A) read in place (rows contiguous along k, a.rs apart)
 // and packed B (kc × nc): each full MR-row tile of A is read from memory once and stays in L1
 // across the panels of B, where packing it first cost a pass over A (which, at few columns,
 // was a fifth of the product's time). Rows beyond the last full tile are packed as before.
-void macro_direct(const F32& f, int64_t rows, int64_t nc, int64_t kc, const float* a, int64_t lda, float* ap,
-                  const float* bp, float* c, int64_t ldc, bool accumulate) {
-  const Isa& isa = f.isa;
-  alignas(64) float edge[kMR * kNRAvx512];
-  const int64_t full = rows / kMR * kMR;
-  for (int64_t i = 0; i < full; i += kMR)
-    for (int64_t j = 0; j < nc; j += isa.nr) {
-      const int64_t cols = std::min(isa.nr, nc - j);
+template <class Format, class Word = typename Format::Word>
+void macro_direct(const Format& f, int64_t rows, int64_t nc, int64_t kc, const View& a, Word* ap, const Word* bp,
+                  float* c, int64_t ldc, bool accumulate) {
+  alignas(64) float edge[kMRBf16 * kNRAvx512];
+  const int64_t nr = f.nr(), kw = f.words(kc), full = rows / Format::mr * Format::mr;
+  for (int64_t i = 0; i < full; i += Format::mr)
+    for (int64_t j = 0; j < nc; j += nr) {
+      const int64_t cols = std::min(nr, nc - j);
       float* cc = c + i * ldc + j;
-      if (cols == isa.nr) {
-        isa.direct(kc, a + i * lda, lda, bp + j * kc, cc, ldc, accumulate);
+      if (cols == nr) {
+        f.tile_direct(kc, a, i, bp + j * kw, cc, ldc, accumulate);
         continue;
       }
-      isa.direct(kc, a + i * lda, lda, bp + j * kc, edge, isa.nr, false);
-      store_edge(edge, isa.nr, cc, ldc, kMR, cols, accumulate);
+      f.tile_direct(kc, a, i, bp + j * kw, edge, nr, false);
+      store_edge(edge, nr, cc, ldc, Format::mr, cols, accumulate);
     }
   if (full == rows) return;
-  pack_a(ap, View{a + full * lda, lda, 1}, rows - full, kc);
+  f.pack_a(ap, a.from(full, 0), rows - full, kc);
   macro(f, rows - full, nc, kc, ap, bp, c + full * ldc, ldc, accumulate, 0, nc);
 }
 
@@ -248,11 +275,9 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
     for (int64_t pc = 0; pc < p.K; pc += Format::kc) {
       const int64_t kc = std::min(Format::kc, p.K - pc), kw = f.words(kc);
       const bool accumulate = p.accumulate || pc > 0;
-      const Epilogue* last = pc + kc == p.K ? p.epilogue : nullptr;  // on the blocks of the last slice
-      auto b_panel = [&](int64_t j) {                                // columns [j, j + nr) of this slice of op(B)
-        return View{p.b.p + pc * p.b.rs + (jc + j) * p.b.cs, p.b.rs, p.b.cs};
-      };
-      auto a_rows = [&](int64_t i) { return View{p.a.p + i * p.a.rs + pc * p.a.cs, p.a.rs, p.a.cs}; };
+      const Epilogue* last = pc + kc == p.K ? p.epilogue : nullptr;    // on the blocks of the last slice
+      auto b_panel = [&](int64_t j) { return p.b.from(pc, jc + j); };  // columns [j, j + nr) of this slice of op(B)
+      auto a_rows = [&](int64_t i) { return p.a.from(i, pc); };
       // This slice of op(B), packed beforehand or here.
       const Word* slice = p.packed ? static_cast<const Word*>(p.packed->slice(jc, pc)) : bp;
       if (one_block) {
@@ -269,16 +294,14 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
       if (!p.packed)
         for (int64_t j = 0; j < nc; j += nr) f.pack_b(bp + j * kw, b_panel(j), kc, std::min(nr, nc - j));
       const bool direct =
-          Format::direct && p.a.cs == 1 && kc * round_up(nc, nr) * int64_t(sizeof(float)) <= kDirectSliceBytes;
+          Format::direct(p.a, p.a.rs, p.K) && kw * round_up(nc, nr) * int64_t(sizeof(Word)) <= kDirectSliceBytes;
       for (int64_t ic = i0; ic < i1; ic += kMC) {
         const int64_t rows = std::min(kMC, i1 - ic);
         float* c = p.C + ic * p.ldc + jc;
-        if constexpr (Format::direct) {
-          if (direct) {
-            macro_direct(f, rows, nc, kc, a_rows(ic).p, p.a.rs, ap, slice, c, p.ldc, accumulate);
-            if (last) (*last)(ic, ic + rows, jc, jc + nc);
-            continue;
-          }
+        if (direct) {
+          macro_direct(f, rows, nc, kc, a_rows(ic), ap, slice, c, p.ldc, accumulate);
+          if (last) (*last)(ic, ic + rows, jc, jc + nc);
+          continue;
         }
         f.pack_a(ap, a_rows(ic), rows, kc);
         macro(f, rows, nc, kc, ap, slice, c, p.ldc, accumulate, 0, nc);
@@ -296,8 +319,8 @@ std::pair<int64_t, int64_t> share(int64_t n, int64_t unit, int t, int threads) {
 
 // The whole product in a format, on the threads of the calling context.
 template <class Format>
-void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-         const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue,
+void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
+         Operand<float> B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue,
          const PackedB* packed = nullptr) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // an empty sum
@@ -308,8 +331,8 @@ void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int6
   }
   const int threads = omp_in_parallel() || M * N * K <= kSerialProduct ? 1 : omp_get_max_threads();
   const Problem p{K,
-                  View{A, trans_a ? 1 : lda, trans_a ? lda : 1},
-                  View{B, trans_b ? 1 : ldb, trans_b ? ldb : 1},
+                  View{A.address(), trans_a ? 1 : lda, trans_a ? lda : 1, A.is_bf16()},
+                  View{B.address(), trans_b ? 1 : ldb, trans_b ? ldb : 1, B.is_bf16()},
                   accumulate,
                   C,
                   ldc,
@@ -339,8 +362,8 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
   run(F32{isa()}, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
 }
 
-void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-              int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
+void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
+              Operand<float> B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
   GMLP_CHECK(bf16_available());
   run(Bf16{}, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
 }
@@ -350,7 +373,7 @@ void PackedB::Free::operator()(void* p) const { std::free(p); }
 PackedB::PackedB(bool bf16, bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb)
     : bf16_(bf16), K_(K), N_(N), kc_(bf16 ? Bf16::kc : F32::kc), slices_k_((K + kc_ - 1) / kc_) {
   GMLP_CHECK(K > 0 && N > 0 && (bf16 ? bf16_available() : available()));
-  const View b{B, trans_b ? 1 : ldb, trans_b ? ldb : 1};
+  const View b{B, trans_b ? 1 : ldb, trans_b ? ldb : 1, false};
   // Each slice as block() packs one: its panels nr apart, words(kc) × nr words each.
   auto each_slice = [&](auto&& f, auto&& visit) {
     for (int64_t jc = 0; jc < N; jc += kNC)
@@ -368,8 +391,7 @@ PackedB::PackedB(bool bf16, bool trans_b, int64_t K, int64_t N, const float* B, 
     each_slice(f, [&](const auto& f, int64_t jc, int64_t nc, int64_t pc, int64_t kc) {
       Word* dst = reinterpret_cast<Word*>(static_cast<char*>(data_.get()) + offsets_[s++]);
       for (int64_t j = 0; j < nc; j += f.nr())
-        f.pack_b(dst + j * f.words(kc), View{b.p + pc * b.rs + (jc + j) * b.cs, b.rs, b.cs}, kc,
-                 std::min(f.nr(), nc - j));
+        f.pack_b(dst + j * f.words(kc), b.from(pc, jc + j), kc, std::min(f.nr(), nc - j));
     });
   };
   if (bf16)
@@ -382,7 +404,7 @@ const void* PackedB::slice(int64_t jc, int64_t pc) const {
   return static_cast<const char*>(data_.get()) + offsets_[size_t(jc / kNC * slices_k_ + pc / kc_)];
 }
 
-void multiply(bool trans_a, int64_t M, const float* A, int64_t lda, const PackedB& B, bool accumulate, float* C,
+void multiply(bool trans_a, int64_t M, Operand<float> A, int64_t lda, const PackedB& B, bool accumulate, float* C,
               int64_t ldc, const Epilogue* epilogue) {
   if (B.bf16())
     run(Bf16{}, trans_a, false, M, B.N(), B.K(), A, lda, nullptr, 0, accumulate, C, ldc, epilogue, &B);

@@ -11,6 +11,8 @@
 #include <memory>
 #include <vector>
 
+#include "core/operand.h"
+
 namespace gmlp::gemm {
 
 // Elementwise work on C after its product (a fused epilogue, as oneDNN's post-ops): called with
@@ -60,9 +62,14 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
 bool bf16_available();
 // sgemm's product with both operands rounded to bfloat16 (to nearest even) as they are packed and
 // the sums in fp32 (vdpbf16ps): what a bf16 × bf16 → fp32 product gives, without a rounded copy
-// of either operand. Same blocking, threads, determinism and epilogue as sgemm.
-void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-              int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue = nullptr);
+// of either operand. An operand stored as bfloat16 is packed as it is: the same bits as on the
+// floats round_to_bf16 made it from. Same blocking, threads, determinism and epilogue as sgemm.
+void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
+              Operand<float> B, int64_t ldb, bool accumulate, float* C, int64_t ldc,
+              const Epilogue* epilogue = nullptr);
+// dst[i] = src[i] rounded to bfloat16 as bf16gemm rounds while it packs (vcvtne2ps2bf16: to nearest
+// even, subnormals to zero), for ops that store an activation as bf16. Needs bf16_available().
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n);
 
 // op(B) packed once, for products that multiply many A by the same B (a layer's weights in an
 // inference-only process): the panels sgemm or bf16gemm would pack again on every call, laid
@@ -91,7 +98,7 @@ class PackedB {
 
 // C = op(A)·B (+ C) with B packed beforehand: sgemm's or bf16gemm's product, by B's format, the
 // same bits as theirs on the B it was packed from. Threads split the rows of C.
-void multiply(bool trans_a, int64_t M, const float* A, int64_t lda, const PackedB& B, bool accumulate, float* C,
+void multiply(bool trans_a, int64_t M, Operand<float> A, int64_t lda, const PackedB& B, bool accumulate, float* C,
               int64_t ldc, const Epilogue* epilogue = nullptr);
 
 }  // namespace gmlp::gemm

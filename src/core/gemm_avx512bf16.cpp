@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "core/gemm.h"
 #include "core/gemm_kernel.h"
 #include "core/transpose8.h"
 
@@ -17,25 +18,42 @@ namespace {
 inline __mmask8 first8(int64_t n) { return n >= 8 ? 0xff : n <= 0 ? 0 : __mmask8((1u << n) - 1); }
 inline __mmask16 first16(int64_t n) { return n >= 16 ? 0xffff : n <= 0 ? 0 : __mmask16((1u << n) - 1); }
 
-// 16 floats x (at k) and 16 floats y (at k + 1), column for column, as 16 pair words.
-inline __m512i interleave16(__m512 x, __m512 y) {
-  // cvtne2ps puts y's bf16 in the high 256 bits, x's in the low; the permutation takes them in turn.
-  const __m512i xy = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(y, x));
-  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
-                                         5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  return _mm512_permutexvar_epi16(order, xy);
+// 16 elements at x (depth k) and 16 at y (depth k + 1), of which the first lanes of m, as bf16:
+// x's in the low 256 bits, y's in the high; y null reads as zeros (an odd depth's last pair).
+// Floats are rounded here (cvtne2ps2bf16), bfloat16 is taken as it is.
+inline __m512i halves(const float* x, const float* y, __mmask16 m) {
+  const __m512 yv = y ? _mm512_maskz_loadu_ps(m, y) : _mm512_setzero_ps();
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(yv, _mm512_maskz_loadu_ps(m, x)));
+}
+inline __m512i halves(const uint16_t* x, const uint16_t* y, __mmask16 m) {
+  const __m256i yv = y ? _mm256_maskz_loadu_epi16(m, y) : _mm256_setzero_si256();
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi16(m, x)), yv, 1);
 }
 
-// The n ≤ 16 floats along k at p (zero beyond) as 8 pair words.
+// x's and y's 16 elements, column for column, as 16 pair words.
+template <class Src>
+inline __m512i interleave16(const Src* x, const Src* y, __mmask16 m) {
+  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                         5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(order, halves(x, y, m));
+}
+
+// The n ≤ 16 elements along k at p (zero beyond) as 8 pair words.
 inline __m256i pairs16(const float* p, int64_t n) {
   const __m256 lo = _mm256_maskz_loadu_ps(first8(n), p), hi = _mm256_maskz_loadu_ps(first8(n - 8), p + 8);
   return reinterpret_cast<__m256i>(_mm256_cvtne2ps_pbh(hi, lo));
 }
+inline __m256i pairs16(const uint16_t* p, int64_t n) { return _mm256_maskz_loadu_epi16(first16(n), p); }
 
-// The first R rows of the 8 × 32 tile.
-template <int R>
-void tile_bf16_rows(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+// The first R rows of the 8 × 32 tile. A packed (Direct = false): row i's pair p at a[p·MR + i].
+// A in place (Direct): row i's pair p at a[i·lda + p], lda in pair words.
+template <int R, bool Direct = false>
+void tile_bf16_rows(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate,
+                    int64_t lda = 0) {
   __m512 s[R][2];
+  const uint32_t* row[R];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) row[i] = Direct ? a + i * lda : a + i;
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i) __builtin_prefetch(c + i * ldc, 1, 3), __builtin_prefetch(c + i * ldc + 31, 1, 3);
 #pragma GCC unroll 8
@@ -45,19 +63,20 @@ void tile_bf16_rows(int64_t pairs, const uint32_t* a, const uint32_t* b, float* 
     const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + p * kNRBf16 + 16));
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
-      const __m512bh ai = reinterpret_cast<__m512bh>(_mm512_set1_epi32(int(a[p * kMRBf16 + i])));
+      const uint32_t word = Direct ? row[i][p] : row[i][p * kMRBf16];
+      const __m512bh ai = reinterpret_cast<__m512bh>(_mm512_set1_epi32(int(word)));
       s[i][0] = _mm512_dpbf16_ps(s[i][0], ai, b0);
       s[i][1] = _mm512_dpbf16_ps(s[i][1], ai, b1);
     }
   }
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i) {
-    float* row = c + i * ldc;
+    float* out = c + i * ldc;
     if (accumulate)
-      s[i][0] = _mm512_add_ps(s[i][0], _mm512_loadu_ps(row)),
-      s[i][1] = _mm512_add_ps(s[i][1], _mm512_loadu_ps(row + 16));
-    _mm512_storeu_ps(row, s[i][0]);
-    _mm512_storeu_ps(row + 16, s[i][1]);
+      s[i][0] = _mm512_add_ps(s[i][0], _mm512_loadu_ps(out)),
+      s[i][1] = _mm512_add_ps(s[i][1], _mm512_loadu_ps(out + 16));
+    _mm512_storeu_ps(out, s[i][0]);
+    _mm512_storeu_ps(out + 16, s[i][1]);
   }
 }
 
@@ -65,6 +84,11 @@ void tile_bf16_rows(int64_t pairs, const uint32_t* a, const uint32_t* b, float* 
 
 void tile_bf16(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
   tile_bf16_rows<kMRBf16>(pairs, a, b, c, ldc, accumulate);
+}
+
+void tile_direct_bf16(int64_t pairs, const uint32_t* a, int64_t lda, const uint32_t* b, float* c, int64_t ldc,
+                      bool accumulate) {
+  tile_bf16_rows<kMRBf16, true>(pairs, a, b, c, ldc, accumulate, lda);
 }
 
 void tile_rows_bf16(int rows, int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc) {
@@ -83,7 +107,9 @@ void tile_rows_bf16(int rows, int64_t pairs, const uint32_t* a, const uint32_t* 
 // Both packs read op(A) and op(B) along whichever side is contiguous (every view the product makes
 // has one), with masked loads at the edges, so that zero fills what lies beyond the rows, the
 // columns and the depth.
-void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
+namespace {
+template <class Src>
+void pack_a(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
   static_assert(kMRBf16 == 8);  // a panel's rows are one 8 × 8 transpose
   const int64_t pairs = (kc + 1) / 2, panel = kMRBf16 * pairs;
   int64_t t = 0;
@@ -100,37 +126,35 @@ void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_
     }
     return;
   }
-  // Columns contiguous (op(A) = Aᵀ, rs = 1): two panels at a time, 16 floats at each of two k.
+  // Columns contiguous (op(A) = Aᵀ, rs = 1): two panels at a time, 16 elements at each of two k.
   static_assert(2 * kMRBf16 == 16);
   for (; t + 16 <= rows; t += 16, dst += 2 * panel, src += 16)
     for (int64_t p = 0; p < pairs; ++p) {
-      const float* x = src + 2 * p * cs;
-      const __m512 y = 2 * p + 1 == kc ? _mm512_setzero_ps() : _mm512_loadu_ps(x + cs);  // an odd depth pairs with zero
-      const __m512i w = interleave16(_mm512_loadu_ps(x), y);
+      const Src* x = src + 2 * p * cs;
+      const __m512i w = interleave16(x, 2 * p + 1 == kc ? nullptr : x + cs, 0xffff);  // an odd depth pairs with zero
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + p * kMRBf16), _mm512_castsi512_si256(w));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + panel + p * kMRBf16), _mm512_extracti64x4_epi64(w, 1));
     }
   for (; t < rows; t += kMRBf16, dst += panel, src += kMRBf16) {
     const __mmask16 n = first16(std::min<int64_t>(kMRBf16, rows - t));
     for (int64_t p = 0; p < pairs; ++p) {
-      const float* x = src + 2 * p * cs;
-      const __m512 y = 2 * p + 1 == kc ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(n, x + cs);
-      _mm512_mask_storeu_epi32(dst + p * kMRBf16, first16(kMRBf16), interleave16(_mm512_maskz_loadu_ps(n, x), y));
+      const Src* x = src + 2 * p * cs;
+      _mm512_mask_storeu_epi32(dst + p * kMRBf16, first16(kMRBf16),
+                               interleave16(x, 2 * p + 1 == kc ? nullptr : x + cs, n));
     }
   }
 }
 
-void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
+template <class Src>
+void pack_b(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
   const int64_t pairs = (kc + 1) / 2;
   if (cs == 1) {  // rows of op(B) contiguous: the panel's columns at two k at a time
     const __mmask16 m0 = first16(cols), m1 = first16(cols - 16);
     for (int64_t p = 0; p < pairs; ++p) {
-      const float* x = src + 2 * p * rs;
-      const bool odd = 2 * p + 1 == kc;
-      const __m512 y0 = odd ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, x + rs);
-      const __m512 y1 = odd ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, x + rs + 16);
-      _mm512_storeu_si512(dst + p * kNRBf16, interleave16(_mm512_maskz_loadu_ps(m0, x), y0));
-      _mm512_storeu_si512(dst + p * kNRBf16 + 16, interleave16(_mm512_maskz_loadu_ps(m1, x + 16), y1));
+      const Src* x = src + 2 * p * rs;
+      const Src* y = 2 * p + 1 == kc ? nullptr : x + rs;
+      _mm512_storeu_si512(dst + p * kNRBf16, interleave16(x, y, m0));
+      _mm512_storeu_si512(dst + p * kNRBf16 + 16, interleave16(x + 16, y ? y + 16 : nullptr, m1));
     }
     return;
   }
@@ -144,6 +168,32 @@ void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_
       for (int q = 0; q < 8 && p + q < pairs; ++q)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (p + q) * kNRBf16 + j), r[q]);
     }
+}
+}  // namespace
+
+void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
+  pack_a(dst, src, rs, cs, rows, kc);
+}
+void pack_a_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
+  pack_a(dst, src, rs, cs, rows, kc);
+}
+void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
+  pack_b(dst, src, rs, cs, kc, cols);
+}
+void pack_b_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
+  pack_b(dst, src, rs, cs, kc, cols);
+}
+
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    _mm512_storeu_si512(dst + i, reinterpret_cast<__m512i>(
+                                     _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i))));
+  for (; i < n; i += 16) {
+    const __mmask16 m = first16(n - i);
+    _mm256_mask_storeu_epi16(dst + i, m,
+                             reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i))));
+  }
 }
 
 }  // namespace gmlp::gemm

@@ -84,11 +84,18 @@ inline constexpr int kNRAvx2 = 16, kNRAvx512 = 32;
 // vdpbf16ps's pipes full where 12 were not (its latency is longer than the FMA's).
 inline constexpr int kMRBf16 = 8, kNRBf16 = 32;
 void tile_bf16(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate);
+// The tile with A read in place: bfloat16 rows (stored so, core/operand.h), row i's pair p at
+// a[i·lda + p], lda in pair words.
+void tile_direct_bf16(int64_t pairs, const uint32_t* a, int64_t lda, const uint32_t* b, float* c, int64_t ldc,
+                      bool accumulate);
 // Its first `rows` (1 ≤ rows < MR) rows, written to c (overwritten).
 void tile_rows_bf16(int rows, int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc);
-// Rows [0, rows) × depth [0, kc) of op(A), element (r, k) at src[r·rs + k·cs], into MR-row panels.
+// Rows [0, rows) × depth [0, kc) of op(A), element (r, k) at src[r·rs + k·cs], into MR-row panels;
+// from floats (rounded here) or from bfloat16.
 void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
+void pack_a_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
 // Depth [0, kc) × columns [0, cols) of op(B), element (k, j) at src[k·rs + j·cs], cols ≤ NR, as one panel.
 void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
+void pack_b_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
 
 }  // namespace gmlp::gemm

@@ -96,6 +96,12 @@ Precision use_precision(const std::string& name) {
 }
 Precision matmul_precision() { return g_precision; }
 
+namespace {
+bool g_bf16_activations = true;
+}  // namespace
+void set_bf16_activations(bool on) { g_bf16_activations = on; }
+bool bf16_activations() { return g_bf16_activations && g_precision == Precision::bf16 && gemm::bf16_available(); }
+
 bool cpu_has_bf16() {
   const CpuFeatures& cpu = cpu_features();
   return cpu.avx512_bf16 || cpu.amx_bf16;
@@ -105,8 +111,10 @@ namespace {
 
 // The f32 product: gmlp's own (core/gemm.h) where the CPU has AVX2 or AVX-512, which allocates
 // nothing once a shape has been seen and starts no nested team; oneDNN's sgemm otherwise.
-void f32_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                 const float* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const gemm::Epilogue* epilogue) {
+void f32_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> a, int64_t lda,
+                 Operand<float> b, int64_t ldb, bool accumulate, float* C, int64_t ldc,
+                 const gemm::Epilogue* epilogue) {
+  const float *A = a.data(), *B = b.data();
   if (gemm::available()) return gemm::sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
   // A product too small to pay for waking the other threads runs on this one, as gemm's.
   const int threads = omp_get_max_threads();
@@ -168,7 +176,7 @@ bool split_k_pays(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, i
 }
 
 // A single-threaded product of the precision in use: f32_product or gemm::bf16gemm.
-using Product = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, bool,
+using Product = void (*)(bool, bool, int64_t, int64_t, int64_t, Operand<float>, int64_t, Operand<float>, int64_t, bool,
                          float*, int64_t, const gemm::Epilogue*);
 
 void matmul_split_k(Product product, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
@@ -266,8 +274,8 @@ size_t constant_pack_bytes() {
 }
 
 template <>
-void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const gemm::Epilogue* epilogue) {
+void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
+                   Operand<float> B, int64_t ldb, float beta, float* C, int64_t ldc, const gemm::Epilogue* epilogue) {
   if (M == 0 || N == 0) return;
   GMLP_CHECK(beta == 0.f || beta == 1.f);
   if (K == 0) {  // an empty sum: C = beta·C
@@ -277,38 +285,50 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     return;
   }
   // gmlp's own products: f32, and bf16 where the CPU has AVX512-BF16 but no AMX (on AMX, oneDNN's
-  // tile kernels below are faster than any vdpbf16ps kernel).
+  // tile kernels below are faster than any vdpbf16ps kernel). An operand stored as bf16 makes the
+  // product bf16 (it exists only in bf16 precision).
   const CpuFeatures& cpu = cpu_features();
-  const Product product = g_precision == Precision::f32             ? f32_product
-                          : gemm::bf16_available() && !cpu.amx_bf16 ? gemm::bf16gemm
-                                                                    : nullptr;
+  const bool bf16 = g_precision == Precision::bf16 || A.is_bf16() || B.is_bf16();
+  const Product product = !bf16 ? f32_product : gemm::bf16_available() && !cpu.amx_bf16 ? gemm::bf16gemm : nullptr;
   if (product) {
-    const bool own = g_precision == Precision::bf16 || gemm::available();  // f32 without gemm is oneDNN's sgemm
-    if (own)
-      if (const gemm::PackedB* packed = constant_pack(g_precision == Precision::bf16, trans_b, K, N, B, ldb))
+    const bool own = bf16 || gemm::available();  // f32 without gemm is oneDNN's sgemm
+    if (own && !B.is_bf16())
+      if (const gemm::PackedB* packed = constant_pack(bf16, trans_b, K, N, B.data(), ldb))
         return gemm::multiply(trans_a, M, A, lda, *packed, beta != 0.f, C, ldc, epilogue);
-    if (!split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()))
+    if (A.is_bf16() || B.is_bf16() || !split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()))
       return product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);
-    matmul_split_k(product, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    matmul_split_k(product, M, N, K, A.data(), lda, B.data(), ldb, beta, C, ldc);
     if (epilogue) (*epilogue)(0, M, 0, N);
     return;
   }
-  // bf16 on AMX: round both operands into dense scratch copies, then oneDNN's bf16 × bf16 → f32 primitive.
+  // bf16 on AMX: oneDNN's bf16 × bf16 → f32 primitive, on float operands rounded into dense scratch
+  // copies first, on bf16 ones as they are.
   Engine& e = engine();
   const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
   const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-  if (e.scratch_a.size() < size_t(a_rows * a_cols)) e.scratch_a.resize(a_rows * a_cols);
-  if (e.scratch_b.size() < size_t(b_rows * b_cols)) e.scratch_b.resize(b_rows * b_cols);
-  to_bf16(e.scratch_a.data(), A, a_rows, a_cols, lda);
-  to_bf16(e.scratch_b.data(), B, b_rows, b_cols, ldb);
-  run_primitive(trans_a, trans_b, M, N, K, e.scratch_a.data(), a_cols, e.scratch_b.data(), b_cols,
-                beta != 0.f ? Write::accumulate : Write::overwrite, C, ldc);
+  const void* a = A.address();
+  const void* b = B.address();
+  int64_t a_ld = lda, b_ld = ldb;
+  if (!A.is_bf16()) {
+    if (e.scratch_a.size() < size_t(a_rows * a_cols)) e.scratch_a.resize(a_rows * a_cols);
+    to_bf16(e.scratch_a.data(), A.data(), a_rows, a_cols, lda);
+    a = e.scratch_a.data(), a_ld = a_cols;
+  }
+  if (!B.is_bf16()) {
+    if (e.scratch_b.size() < size_t(b_rows * b_cols)) e.scratch_b.resize(b_rows * b_cols);
+    to_bf16(e.scratch_b.data(), B.data(), b_rows, b_cols, ldb);
+    b = e.scratch_b.data(), b_ld = b_cols;
+  }
+  run_primitive(trans_a, trans_b, M, N, K, a, a_ld, b, b_ld, beta != 0.f ? Write::accumulate : Write::overwrite, C,
+                ldc);
   if (epilogue) (*epilogue)(0, M, 0, N);
 }
 
 template <>
-void matmul<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
-                    const double* B, int64_t ldb, double beta, double* C, int64_t ldc, const gemm::Epilogue* epilogue) {
+void matmul<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<double> a, int64_t lda,
+                    Operand<double> b, int64_t ldb, double beta, double* C, int64_t ldc,
+                    const gemm::Epilogue* epilogue) {
+  const double *A = a.data(), *B = b.data();
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {

@@ -9,8 +9,11 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
+#include "core/error.h"
 #include "core/gemm.h"
+#include "core/operand.h"
 
 namespace gmlp {
 
@@ -26,6 +29,22 @@ bool cpu_has_bf16();
 Precision use_precision(const std::string& name);
 const char* precision_name(Precision p);
 
+// Whether ops store activations that only products read as bfloat16 (core/operand.h): in bf16
+// precision, on a CPU with AVX512-BF16 (whose rounding the products share). The products give the
+// same bits either way; set_bf16_activations(false) (tests) keeps them as floats.
+bool bf16_activations();
+void set_bf16_activations(bool on);
+
+// n elements of src rounded into the bfloat16 buffer at dst as the products round
+// (gemm::round_to_bf16): how an op stores an activation as bf16. float only.
+template <class T>
+void store_bf16(T* dst, const T* src, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    gemm::round_to_bf16(reinterpret_cast<uint16_t*>(dst), src, n);
+  else
+    GMLP_CHECK(false);
+}
+
 // Weights that stay as they are from now on (ParamModel::freeze: an inference-only model's). A
 // product whose B lies in [begin, end) packs B the first time it meets it (gemm::PackedB), keeps
 // the pack and reuses it on every later call, until release_constant(begin). Only gmlp's own
@@ -37,8 +56,9 @@ size_t constant_pack_bytes();
 
 // epilogue, when given, runs on C once it is final (gemm::Epilogue): block by block inside gmlp's
 // own f32 product, on the whole of C after the others.
+// An operand stored as bf16 makes the product bf16.
 template <class T>
-void matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+void matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, OperandOf<T> A, int64_t lda, OperandOf<T> B,
             int64_t ldb, T beta, T* C, int64_t ldc, const gemm::Epilogue* epilogue = nullptr);
 
 }  // namespace gmlp

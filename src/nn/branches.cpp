@@ -51,16 +51,19 @@ struct LinearParams {
   // With act, y is the activation of the product plus bias, and slope (when given) its
   // derivative there (linear_forward).
   template <class T>
-  void forward(T* y, const T* x, const T* wt, int64_t M, Activation act = Activation::none, T* slope = nullptr) const {
+  void forward(T* y, OperandOf<T> x, const T* wt, int64_t M, Activation act = Activation::none,
+               T* slope = nullptr) const {
     linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out, act, slope);
   }
   std::string emit(OnnxBuilder& g, const std::string& x) const { return g.linear(x, w, b); }
   // dx (nullptr: not wanted) overwritten, or with Write::accumulate added to. With act, x is
-  // act(z), slope act's derivative at z, and dx the gradient of z (linear_backward).
+  // act(z), slope act's derivative at z, and dx the gradient of z (linear_backward). bias_summed:
+  // the op that made dy has added the bias's gradient already.
   template <class T>
-  void backward(T* dx, const T* dy, const T* x, const T* wt, T* g, int64_t M, Write dx_write = Write::overwrite,
-                Activation act = Activation::none, const T* slope = nullptr) const {
-    linear_backward(dx, g + w, b >= 0 ? g + b : nullptr, dy, x, wt + w, M, in, out, dx_write, act, slope);
+  void backward(T* dx, OperandOf<T> dy, OperandOf<T> x, const T* wt, T* g, int64_t M, Write dx_write = Write::overwrite,
+                Activation act = Activation::none, const T* slope = nullptr, bool bias_summed = false) const {
+    linear_backward(dx, g + w, b >= 0 && !bias_summed ? g + b : nullptr, dy, x, wt + w, M, in, out, dx_write, act,
+                    slope);
   }
 };
 
@@ -278,6 +281,8 @@ class GatingMlp final : public Branch<T> {
         a.keep(p, n);
     if (!a.training()) return;
     for (auto [p, n] : {std::pair{&ds_, M * H}, {&dz_, M * F_}}) a.temp(p, n);
+    dz16_ = nullptr;  // dz as bf16 for fc1's products, in bf16 precision (half the floats)
+    if (std::is_same_v<T, float> && bf16_activations()) a.temp(&dz16_, (M * F_ + 1) / 2);
     if (A_ > 0)
       for (auto [p, n] : {std::pair{&dr_, M * H}, {&dao_, M * A_}, {&dqkv_, M * 3 * A_}, {&ascratch_, B * d_.N * d_.N}})
         a.temp(p, n);
@@ -295,35 +300,42 @@ class GatingMlp final : public Branch<T> {
       attention_forward(ao_, probs_, qkv_buf_, AttnShape{d_.N, B, 1, A_}, static_cast<const T*>(nullptr), key_bias);
       aproj_.forward(r_, ao_, w, M);
     }
+    // In bf16 the gate's output and saved v̂, and backward's dz, are stored as bf16: only products
+    // read them (core/operand.h).
+    bf16_ = std::is_same_v<T, float> && bf16_activations();
     {
       GMLP_PROFILE("fwd.sgu");
       sgu_forward(s_, vn_, mean_, rstd_, g_, a_, w + gnorm_w_, w + gnorm_b_, w + proj_w_, w + proj_b_, shape(B),
-                  T(eps_), A_ > 0 ? r_ : nullptr);
+                  T(eps_), A_ > 0 ? r_ : nullptr, bf16_);
     }
     {
       GMLP_PROFILE("fwd.fc2");
-      fc2_.forward(y, s_, w, M);
+      fc2_.forward(y, stored(s_, bf16_), w, M);
     }
   }
   void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     const int64_t M = d_.N * B;
     {
       GMLP_PROFILE("bwd.fc2");
-      fc2_.backward(ds_, dy, s_, w, g, M);
+      fc2_.backward(ds_, dy, stored(s_, bf16_), w, g, M);
     }
     {
       GMLP_PROFILE("bwd.sgu");
       sgu_backward(dz_, g + gnorm_w_, g + gnorm_b_, g + proj_w_, g + proj_b_, ds_, a_, vn_, mean_, rstd_, g_,
-                   w + gnorm_w_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr);
+                   w + gnorm_w_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr, bf16_);
     }
+    // GELU's backward, one multiply an element by the slope fc1's epilogue saved, sums fc1's bias
+    // gradient in the same pass and in bf16 stores the result for fc1's products as bf16.
+    const bool dz_bf16 = bf16_ && dz16_;
     {
-      // GELU's backward: one multiply an element, by the slope fc1's epilogue saved.
       GMLP_PROFILE("bwd.gelu");
-      gelu_backward_by_slope(dz_, z_, M * F_);
+      gelu_backward_by_slope(dz_, z_, M, F_, fc1_.b >= 0 ? g + fc1_.b : nullptr,
+                             dz_bf16 ? reinterpret_cast<uint16_t*>(dz16_) : nullptr);
     }
     {
       GMLP_PROFILE("bwd.fc1");
-      fc1_.backward(dxn, dz_, xn, w, g, M);
+      fc1_.backward(dxn, stored(dz_bf16 ? dz16_ : dz_, dz_bf16), xn, w, g, M, Write::overwrite, Activation::none,
+                    static_cast<const T*>(nullptr), /*bias_summed=*/true);
     }
     if (A_ > 0) {
       GMLP_PROFILE("bwd.tiny_attn");
@@ -365,9 +377,10 @@ class GatingMlp final : public Branch<T> {
   const SharedScoreBias<T>* score_bias_;
   LinearParams fc1_, fc2_, qkv_, aproj_;
   int64_t gnorm_w_ = 0, gnorm_b_ = 0, proj_w_ = 0, proj_b_ = 0;
+  bool bf16_ = false;  // the last forward stored the gate's output and v̂ as bf16
   T *z_ = nullptr, *a_ = nullptr, *vn_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr, *g_ = nullptr, *s_ = nullptr;
   T *qkv_buf_ = nullptr, *probs_ = nullptr, *ao_ = nullptr, *r_ = nullptr;
-  T *ds_ = nullptr, *dz_ = nullptr;
+  T *ds_ = nullptr, *dz_ = nullptr, *dz16_ = nullptr;
   T *dr_ = nullptr, *dao_ = nullptr, *dqkv_ = nullptr, *ascratch_ = nullptr;
 };
 

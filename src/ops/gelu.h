@@ -21,9 +21,12 @@ void gelu_backward(T* dx, const T* dy, const T* x, int64_t n);
 template <class T>
 void gelu_backward_inplace(T* d, const T* x, int64_t n);
 // d = d · slope, slope from gelu_forward_serial: gelu_backward_inplace's bits without its erf
-// and exp. The serial form is for a product's fused epilogue.
+// and exp. On rows, d (M, C): with dbias, their sum is added to dbias (the bias gradient of the
+// layer GELU follows, in the same pass); with d16 (float only), the result is stored there as
+// bfloat16 instead of in d (core/operand.h: only the layer's products read it). The serial form
+// is for a product's fused epilogue.
 template <class T>
-void gelu_backward_by_slope(T* d, const T* slope, int64_t n);
+void gelu_backward_by_slope(T* d, const T* slope, int64_t M, int64_t C, T* dbias = nullptr, uint16_t* d16 = nullptr);
 template <class T>
 void gelu_backward_by_slope_serial(T* d, const T* slope, int64_t n);
 

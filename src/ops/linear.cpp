@@ -13,7 +13,7 @@
 namespace gmlp {
 
 template <class T>
-void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in, int64_t out, Activation act,
+void linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t M, int64_t in, int64_t out, Activation act,
                     T* slope) {
   const auto apply = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -57,8 +57,8 @@ void column_sum_add(T* db, const T* dy, int64_t ldy, int64_t M, int64_t C) {
 }
 
 template <class T>
-void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t M, int64_t in, int64_t out,
-                     Write dx_write, Activation act, const T* slope) {
+void linear_backward(T* dx, T* dW, T* db, OperandOf<T> dy, OperandOf<T> x, const T* W, int64_t M, int64_t in,
+                     int64_t out, Write dx_write, Activation act, const T* slope) {
   // fwd: y = x·Wᵀ + b  =>  dx += dy·W;  dW += dyᵀ·x;  db += Σ_rows dy
   GMLP_CHECK(act == Activation::none || (dx && slope && dx_write == Write::overwrite));
   const auto gelu_grad = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
@@ -69,7 +69,7 @@ void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, i
     matmul<T>(false, false, M, in, out, dy, out, W, in, dx_write == Write::overwrite ? T(0) : T(1), dx, in,
               act == Activation::gelu ? &activation : nullptr);
   matmul<T>(true, false, out, in, M, dy, out, x, in, T(1), dW, in);
-  if (db) column_sum_add(db, dy, out, M, out);
+  if (db) column_sum_add(db, dy.data(), out, M, out);
 }
 
 template <class T>
@@ -95,12 +95,12 @@ void linear_backward_ref(T* dx, T* dW, T* db, const T* dy, const T* x, const T* 
     }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                                     \
-  template void linear_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, Activation, T*); \
-  template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, Write,  \
-                                   Activation, const T*);                                                       \
-  template void linear_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);             \
-  template void linear_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);    \
+#define GMLP_INSTANTIATE(T)                                                                                        \
+  template void linear_forward<T>(T*, Operand<T>, const T*, const T*, int64_t, int64_t, int64_t, Activation, T*);  \
+  template void linear_backward<T>(T*, T*, T*, Operand<T>, Operand<T>, const T*, int64_t, int64_t, int64_t, Write, \
+                                   Activation, const T*);                                                          \
+  template void linear_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                \
+  template void linear_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);       \
   template void column_sum_add<T>(T*, const T*, int64_t, int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

@@ -90,21 +90,23 @@ constexpr int64_t kAhead = 2;  // rows ahead
 // batch at once streamed every (N, B, H) array through memory between each of those steps.
 template <class T>
 void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta, const T* W,
-                 const T* b, SguShape s, T eps, const T* res) {
+                 const T* b, SguShape s, T eps, const T* res, bool bf16) {
   const int64_t N = s.N, B = s.B, H = s.H(), F = s.F, off = v_offset(s);
   const SguGate gate = s.gate;
   const bool save = vn != nullptr;
-  // Nothing to save (inference): the tiles live in per-thread memory that stays in cache.
-  const ThreadScratch<T> sc({N * H, N * H, N, N}, save ? 0 : omp_get_max_threads());
+  // Nothing to save (inference), or v̂ saved as bf16: the tiles live in per-thread memory that
+  // stays in cache. With bf16, each output row is made in a row of floats, then rounded.
+  enum { kVn, kG, kMean, kRstd, kRow };
+  const ThreadScratch<T> sc({N * H, N * H, N, N, H}, save && !bf16 ? 0 : omp_get_max_threads());
   // At batch 1 (inference's latency) the threads share each image's rows. Backward, where each
   // thread adds into partial sums of its own, always runs whole images.
   const bool spread = by_image(B), rows_shared = !spread && !omp_in_parallel();
   for_each_image(spread, B, [&](int64_t img, int t) {
     // This image's (N, H) tiles and (N) statistics.
-    T* vi = save ? vn + img * N * H : sc.at(t, 0);
-    T* gi = save ? g + img * N * H : sc.at(t, 1);
-    T* mi = save ? mean + img * N : sc.at(t, 2);
-    T* ri = save ? rstd + img * N : sc.at(t, 3);
+    T* vi = save && !bf16 ? vn + img * N * H : sc.at(t, kVn);
+    T* gi = save ? g + img * N * H : sc.at(t, kG);
+    T* mi = save ? mean + img * N : sc.at(t, kMean);
+    T* ri = save ? rstd + img * N : sc.at(t, kRstd);
     parallel_for_if(rows_shared, N, [&](int64_t n) {
       const int64_t r = n * B + img;  // its row in the token-major activations
       if (n + kAhead < N) prefetch(z + (r + kAhead * B) * F + off, H);
@@ -112,17 +114,18 @@ void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gam
       if (s.pad && s.pad[img * N + n]) std::fill(vi + n * H, vi + (n + 1) * H, T(0));  // read by no token
     });
     matmul<T>(false, false, N, H, N, W, N, vi, H, T(0), gi, H);  // g = W·v̂
+    if (save && bf16) store_bf16(element(vn, img * N * H, true), vi, N * H);
     parallel_for_if(rows_shared, N, [&](int64_t n) {
       const int64_t r = n * B + img;
       if (n + kAhead < N) {
         prefetch(z + (r + kAhead * B) * F, H);
-        prefetch(out + (r + kAhead * B) * H, H, true);
+        prefetch(element(out, (r + kAhead * B) * H, bf16), H / (bf16 ? 2 : 1), true);
         if (res) prefetch(res + (r + kAhead * B) * H, H);
       }
       const T bias = b[n];
       T* gr = gi + n * H;
       const T* ur = z + r * F;
-      T* orow = out + r * H;
+      T* orow = bf16 ? sc.at(omp_get_thread_num(), kRow) : out + r * H;
       if (res) {
         const T* rr = res + r * H;
 #pragma omp simd
@@ -152,13 +155,14 @@ void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gam
           }
           break;
       }
+      if (bf16) store_bf16(element(out, r * H, true), orow, H);
     });
   });
 }
 
 template <class T>
 void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* vn, const T* mean,
-                  const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres) {
+                  const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres, bool bf16) {
   const int64_t N = s.N, B = s.B, H = s.H(), F = s.F, off = v_offset(s);
   const SguGate gate = s.gate;
   const int threads = omp_get_max_threads();
@@ -167,7 +171,7 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
   const ThreadScratch<T> sc({N * H, N * H, N * N, N, H, H}, threads);
   for (int t = 0; t < threads; ++t) sc.zero_from(t, kDW);
   for_each_image(by_image(B), B, [&](int64_t img, int t) {
-    const T* vi = vn + img * N * H;
+    const Operand<T> vi = stored(element(vn, img * N * H, bf16), bf16);
     const T* gi = g + img * N * H;
     // ∂L/∂g of this image: aMLP's attention reads it too, so then it is written there directly.
     T* dg = dres ? dres + img * H : sc.at(t, kDg);
@@ -313,9 +317,9 @@ void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, c
 
 #define GMLP_INSTANTIATE(T)                                                                                         \
   template void sgu_forward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, SguShape, T,   \
-                               const T*);                                                                           \
+                               const T*, bool);                                                                     \
   template void sgu_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,     \
-                                const T*, const T*, SguShape, T*);                                                  \
+                                const T*, const T*, SguShape, T*, bool);                                            \
   template void sgu_forward_ref<T>(T*, const T*, const T*, const T*, const T*, const T*, SguShape, T, const T*);    \
   template void sgu_backward_ref<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
                                     SguShape, T, const T*, T*);

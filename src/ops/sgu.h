@@ -32,16 +32,20 @@ struct SguShape {
 // nothing is saved (inference). z: (N, B, F).
 // gamma, beta: (H). W: (N, N) [out token, in token]. b: (N).
 // res: (N, B, H) added to the gate before it is applied (aMLP's attention), or nullptr.
+// bf16 (float only, bf16_activations()): out and vn are stored as bfloat16 (core/operand.h), in
+// the first half of their buffers; only products read them (the next layer, and backward's dW).
 template <class T>
 void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta, const T* W,
-                 const T* b, SguShape s, T eps, const T* res = nullptr);
+                 const T* b, SguShape s, T eps, const T* res = nullptr, bool bf16 = false);
 
 // Overwrites dz (N, B, F) (a fresh activation gradient: nothing else flows into z); accumulates
 // into the parameter gradients dgamma, dbeta (H), dW (N, N), db (N). dres (N, B, H), if given,
-// is overwritten with ∂L/∂res. Working memory is per thread, allocated on first use.
+// is overwritten with ∂L/∂res. bf16: vn was stored as bf16 (sgu_forward). Working memory is per
+// thread, allocated on first use.
 template <class T>
 void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* vn, const T* mean,
-                  const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres = nullptr);
+                  const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres = nullptr,
+                  bool bf16 = false);
 
 // Plain loops over (n, b, h) with the token sum written out; no saved state.
 template <class T>
