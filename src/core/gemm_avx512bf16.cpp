@@ -184,16 +184,34 @@ void pack_b_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int
   pack_b(dst, src, rs, cs, kc, cols);
 }
 
-void round_to_bf16(uint16_t* dst, const float* src, int64_t n) {
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    _mm512_storeu_si512(dst + i, reinterpret_cast<__m512i>(
-                                     _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i))));
-  for (; i < n; i += 16) {
-    const __mmask16 m = first16(n - i);
-    _mm256_mask_storeu_epi16(dst + i, m,
-                             reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i))));
+namespace {
+// Elements [i, i + 32) of round_to_bf16, of which the lanes of m0 and m1 (masked only at the end of
+// a row: a masked store does not forward to the next row's load of the same sums).
+template <bool Masked>
+inline void round32(uint16_t* dst, const float* src, int64_t i, const float* scale, float* sum, __mmask16 m0,
+                    __mmask16 m1) {
+  auto load = [&](const float* p, __mmask16 m) { return Masked ? _mm512_maskz_loadu_ps(m, p) : _mm512_loadu_ps(p); };
+  auto store = [&](float* p, __mmask16 m, __m512 x) {
+    Masked ? _mm512_mask_storeu_ps(p, m, x) : _mm512_storeu_ps(p, x);
+  };
+  __m512 x0 = load(src + i, m0), x1 = load(src + i + 16, m1);
+  if (scale) x0 = _mm512_mul_ps(x0, load(scale + i, m0)), x1 = _mm512_mul_ps(x1, load(scale + i + 16, m1));
+  if (sum) {
+    store(sum + i, m0, _mm512_add_ps(load(sum + i, m0), x0));
+    store(sum + i + 16, m1, _mm512_add_ps(load(sum + i + 16, m1), x1));
   }
+  const __m512i h = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
+  if (Masked)
+    _mm512_mask_storeu_epi16(dst + i, __mmask32(m0) | (__mmask32(m1) << 16), h);
+  else
+    _mm512_storeu_si512(dst + i, h);
+}
+}  // namespace
+
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) round32<false>(dst, src, i, scale, sum, 0xffff, 0xffff);
+  if (i < n) round32<true>(dst, src, i, scale, sum, first16(n - i), first16(n - i - 16));
 }
 
 }  // namespace gmlp::gemm

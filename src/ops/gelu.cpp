@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/fast_math.h"
-#include "core/matmul.h"
+#include "core/gemm.h"
 #include "core/threads.h"
 
 namespace gmlp {
@@ -114,43 +114,37 @@ void gelu_forward_serial(T* y, const T* x, int64_t n, T* slope) {
   }
 }
 
-namespace {
-// out = d ⊙ slope (out may be d).
-template <class T>
-void scale_by_slope(T* out, const T* d, const T* slope, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = d[i] * slope[i];
-}
-}  // namespace
-
 template <class T>
 void gelu_backward_by_slope_serial(T* d, const T* slope, int64_t n) {
-  scale_by_slope(d, d, slope, n);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i] *= slope[i];
 }
 
 template <class T>
 void gelu_backward_by_slope(T* d, const T* slope, int64_t M, int64_t C, T* dbias, uint16_t* d16) {
   GMLP_CHECK((!d16 || std::is_same_v<T, float>));
   // Each thread takes a block of rows and sums them into its own partial sums, added in block
-  // order afterwards: the same bits for the same thread count (column_sum_add's order). With d16,
-  // each row is made in a row of floats in L1, then rounded.
+  // order afterwards: the same bits for the same thread count (column_sum_add's order).
   const int64_t parts = M * C < (int64_t(1) << 15) ? 1 : omp_get_max_threads();
-  thread_local std::vector<T> partial, rows;
+  thread_local std::vector<T> partial;
   if (dbias && partial.size() < size_t(parts * C)) partial.resize(size_t(parts * C));
-  if (d16 && rows.size() < size_t(parts * C)) rows.resize(size_t(parts * C));
   T* const partials = partial.data();
-  T* const row_buffers = rows.data();
   parallel_for_if(parts > 1, parts, [&](int64_t p) {
     T* acc = dbias ? partials + p * C : nullptr;
     if (acc) std::fill(acc, acc + C, T(0));
     for (int64_t i = M * p / parts; i < M * (p + 1) / parts; ++i) {
-      T* row = d16 ? row_buffers + p * C : d + i * C;
-      scale_by_slope(row, d + i * C, slope + i * C, C);
+      T* row = d + i * C;
+      const T* s = slope + i * C;
+      if constexpr (std::is_same_v<T, float>)
+        if (d16) {  // scaled, summed and rounded in one pass, from registers
+          gemm::round_to_bf16(d16 + i * C, row, C, s, acc);
+          continue;
+        }
+      gelu_backward_by_slope_serial(row, s, C);
       if (acc) {
 #pragma omp simd
         for (int64_t j = 0; j < C; ++j) acc[j] += row[j];
       }
-      if (d16) store_bf16(reinterpret_cast<T*>(d16 + i * C), row, C);
     }
   });
   for (int64_t p = 0; dbias && p < parts; ++p) {
