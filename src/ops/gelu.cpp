@@ -140,10 +140,15 @@ void gelu_backward_by_slope(T* d, const T* slope, int64_t M, int64_t C, T* dbias
           gemm::round_to_bf16(d16 + i * C, row, C, s, acc);
           continue;
         }
-      gelu_backward_by_slope_serial(row, s, C);
-      if (acc) {
+      if (!acc) {
+        gelu_backward_by_slope_serial(row, s, C);
+        continue;
+      }
 #pragma omp simd
-        for (int64_t j = 0; j < C; ++j) acc[j] += row[j];
+      for (int64_t j = 0; j < C; ++j) {
+        const T v = row[j] * s[j];
+        row[j] = v;
+        acc[j] += v;
       }
     }
   });
