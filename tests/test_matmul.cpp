@@ -9,6 +9,7 @@
 #include "check.h"
 #include "core/bf16.h"
 #include "core/cpu_features.h"
+#include "core/error.h"
 #include "core/gemm.h"
 #include "core/matmul.h"
 #include "core/threads.h"
@@ -115,6 +116,22 @@ TEST(Matmul, SplitKOnTwoThreadsMatchesTheDoubleProduct) {
       check_matmul(Case{false, true, accumulate}, Precision::f32, M, N, K);
     }
   set_threads(saved);
+}
+
+// --precision auto: bf16 where the CPU has AMX, f32 elsewhere; and a name it does not know is a
+// one-line error naming what it expected.
+TEST(Precision, AutoPicksBf16OnlyWhereTheCpuHasAmx) {
+  const Precision p = use_precision("auto");
+  EXPECT_EQ(p, cpu_features().amx_bf16 ? Precision::bf16 : Precision::f32);
+  EXPECT_EQ(matmul_precision(), p);
+  set_matmul_precision(Precision::f32);
+  try {
+    use_precision("f16");
+    FAIL() << "f16 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected f32, bf16 or auto"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(matmul_precision(), Precision::f32);
 }
 
 TEST(Bf16, RoundsToNearestEven) {

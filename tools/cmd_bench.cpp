@@ -113,8 +113,8 @@ void add_bench(CLI::App& app) {
       ->check(CLI::IsMember({"all", "train", "infer"}))
       ->capture_default_str();
   sub->add_flag("--json", args->json, "Print one JSON object");
-  sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}))
+  sub->add_option("--precision", args->precision, "Matrix products: f32, bf16, or auto (bf16 where the CPU has AMX)")
+      ->check(CLI::IsMember({"f32", "bf16", "auto"}))
       ->capture_default_str();
   sub->add_flag(
       "--profile", args->profile,

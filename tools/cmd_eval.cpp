@@ -64,8 +64,8 @@ void add_eval(CLI::App& app) {
   sub->add_flag("--json", args->json, "Print one JSON object");
   sub->add_flag("--tta-flip", args->tta_flip,
                 "Average each image's logits with its mirror image's (test-time augmentation)");
-  sub->add_option("--precision", args->precision, "Matrix products: f32 or bf16")
-      ->check(CLI::IsMember({"f32", "bf16"}))
+  sub->add_option("--precision", args->precision, "Matrix products: f32, bf16, or auto (bf16 where the CPU has AMX)")
+      ->check(CLI::IsMember({"f32", "bf16", "auto"}))
       ->capture_default_str();
   add_img_size_option(*sub, args->img_size);
   add_fit_option(*sub, args->fit);

@@ -83,8 +83,10 @@ RunFlags add_run_flags(CLI::App& sub, RunOptions& o, const std::string& items, b
   sub.add_option("--clip-norm", o.clip_norm, "Global gradient-norm cap (0: off)")
       ->check(real_in(0, INFINITY))
       ->capture_default_str();
-  sub.add_option("--precision", o.precision, "Matrix products: f32, or bf16 (fp32 accumulation and master weights)")
-      ->check(CLI::IsMember({"f32", "bf16"}))
+  sub.add_option("--precision", o.precision,
+                 "Matrix products: f32, bf16 (fp32 accumulation and master weights), or auto (bf16 where the CPU "
+                 "has AMX)")
+      ->check(CLI::IsMember({"f32", "bf16", "auto"}))
       ->capture_default_str();
   return f;
 }

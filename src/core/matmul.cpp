@@ -85,8 +85,10 @@ Precision use_precision(const std::string& name) {
     p = Precision::f32;
   else if (name == "bf16")
     p = Precision::bf16;
+  else if (name == "auto")
+    p = auto_precision();
   else
-    fail("unknown precision '", name, "': expected f32 or bf16");
+    fail("unknown precision '", name, "': expected f32, bf16 or auto");
   if (p == Precision::bf16 && !cpu_has_bf16()) {
     std::fprintf(stderr, "gmlp: notice: this CPU has no native bf16 (AVX512-BF16 or AMX); using f32\n");
     p = Precision::f32;
@@ -95,6 +97,8 @@ Precision use_precision(const std::string& name) {
   return p;
 }
 Precision matmul_precision() { return g_precision; }
+
+Precision auto_precision() { return cpu_features().amx_bf16 ? Precision::bf16 : Precision::f32; }
 
 namespace {
 bool g_bf16_activations = true;

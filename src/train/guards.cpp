@@ -57,8 +57,8 @@ void validate_run_options(const RunOptions& o) {
   need_real(o.clip_norm, "--clip-norm", 0, kInf, false, false, " (0: off)");
   need_whole(o.train_limit, "--train-limit", 0, INT32_MAX, " (0: all)");
   need_whole(o.eval_limit, "--eval-limit", 0, INT32_MAX, " (0: all)");
-  if (o.precision != "f32" && o.precision != "bf16")
-    fail("invalid --precision '", o.precision, "': expected f32 or bf16");
+  if (o.precision != "f32" && o.precision != "bf16" && o.precision != "auto")
+    fail("invalid --precision '", o.precision, "': expected f32, bf16 or auto");
 }
 
 void validate_options(const TrainOptions& o) {
