@@ -226,9 +226,11 @@ else
   bad "the run to interrupt did not save its first epoch: $(tail -2 "$WORK/sigint.log")"
   kill -- -$BG 2>/dev/null
 fi
-ptrain --epochs 20 --out "$CRASH/lm20" >/dev/null 2>&1
-if long_run sigterm ptrain --epochs 20; then
-  stopped sigterm TERM 143 pretrain 20 "$CRASH/lm20" "checkpoint.safetensors train_state.safetensors"
+# 200 epochs of this pretraining take about a second: long enough to be caught running (20 took
+# 0.15 s, in which the run could end between two looks for its lock).
+ptrain --epochs 200 --out "$CRASH/lm200" >/dev/null 2>&1
+if long_run sigterm ptrain --epochs 200; then
+  stopped sigterm TERM 143 pretrain 200 "$CRASH/lm200" "checkpoint.safetensors train_state.safetensors"
 else
   bad "the pretraining to stop did not save its first epoch: $(tail -2 "$WORK/sigterm.log")"
   kill -- -$BG 2>/dev/null
