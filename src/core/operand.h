@@ -31,10 +31,6 @@ class Operand {
     GMLP_CHECK(!bf16_);
     return static_cast<const T*>(p_);
   }
-  const uint16_t* bf16_data() const {
-    GMLP_CHECK(bf16_);
-    return static_cast<const uint16_t*>(p_);
-  }
 
  private:
   const void* p_;

@@ -6,12 +6,12 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
-#include <vector>
 
 #include "core/error.h"
 #include "core/fast_math.h"
 #include "core/gemm.h"
 #include "core/threads.h"
+#include "ops/linear.h"
 
 namespace gmlp {
 
@@ -123,40 +123,19 @@ void gelu_backward_by_slope_serial(T* d, const T* slope, int64_t n) {
 template <class T>
 void gelu_backward_by_slope(T* d, const T* slope, int64_t M, int64_t C, T* dbias, uint16_t* d16) {
   GMLP_CHECK((!d16 || std::is_same_v<T, float>));
-  // Each thread takes a block of rows and sums them into its own partial sums, added in block
-  // order afterwards: the same bits for the same thread count (column_sum_add's order).
-  const int64_t parts = M * C < (int64_t(1) << 15) ? 1 : omp_get_max_threads();
-  thread_local std::vector<T> partial;
-  if (dbias && partial.size() < size_t(parts * C)) partial.resize(size_t(parts * C));
-  T* const partials = partial.data();
-  parallel_for_if(parts > 1, parts, [&](int64_t p) {
-    T* acc = dbias ? partials + p * C : nullptr;
-    if (acc) std::fill(acc, acc + C, T(0));
-    for (int64_t i = M * p / parts; i < M * (p + 1) / parts; ++i) {
-      T* row = d + i * C;
-      const T* s = slope + i * C;
-      if constexpr (std::is_same_v<T, float>)
-        if (d16) {  // scaled, summed and rounded in one pass, from registers
-          gemm::round_to_bf16(d16 + i * C, row, C, s, acc);
-          continue;
-        }
-      if (!acc) {
-        gelu_backward_by_slope_serial(row, s, C);
-        continue;
-      }
+  for_rows_summing_columns(dbias, M, C, [&](int64_t i, T* acc) {
+    T* row = d + i * C;
+    const T* s = slope + i * C;
+    if constexpr (std::is_same_v<T, float>)
+      if (d16) return gemm::round_to_bf16(d16 + i * C, row, C, s, acc);  // scaled, summed, rounded from registers
+    if (!acc) return gelu_backward_by_slope_serial(row, s, C);
 #pragma omp simd
-      for (int64_t j = 0; j < C; ++j) {
-        const T v = row[j] * s[j];
-        row[j] = v;
-        acc[j] += v;
-      }
+    for (int64_t j = 0; j < C; ++j) {
+      const T v = row[j] * s[j];
+      row[j] = v;
+      acc[j] += v;
     }
   });
-  for (int64_t p = 0; dbias && p < parts; ++p) {
-    const T* acc = partials + p * C;
-#pragma omp simd
-    for (int64_t j = 0; j < C; ++j) dbias[j] += acc[j];
-  }
 }
 
 template <class T>

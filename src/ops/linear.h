@@ -2,9 +2,14 @@
 // Rows are independent, so x may hold tokens of any layout; matrix products go through matmul().
 #pragma once
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/operand.h"
+#include "core/threads.h"
 #include "core/write.h"
 
 namespace gmlp {
@@ -42,5 +47,28 @@ void linear_backward_ref(T* dx, T* dW, T* db, const T* dy, const T* x, const T* 
 // db (C) += Σ over M rows of dy (M, C), rows ldy apart. Shared by every op with a bias.
 template <class T>
 void column_sum_add(T* db, const T* dy, int64_t ldy, int64_t M, int64_t C);
+
+// Calls row(i, acc) for every row i of [0, M), the rows in one contiguous block per thread (one
+// block below 2^15 elements), where acc is the block's own C partial sums for row to add into
+// (zeroed first; nullptr when db is), then adds the partials into db in block order: the same
+// bits for the same thread count. The order of column_sum_add, for ops that sum a bias gradient
+// in a pass of their own (gelu_backward_by_slope).
+template <class T, class Row>
+void for_rows_summing_columns(T* db, int64_t M, int64_t C, const Row& row) {
+  const int64_t parts = M * C < (int64_t(1) << 15) ? 1 : omp_get_max_threads();
+  thread_local std::vector<T> partial;  // room for every thread's, whatever `parts` this call takes
+  if (db && partial.size() < size_t(omp_get_max_threads() * C)) partial.resize(size_t(omp_get_max_threads() * C));
+  T* const partials = partial.data();  // the calling thread's buffer (thread_local: name it here)
+  parallel_for_if(parts > 1, parts, [&](int64_t p) {
+    T* acc = db ? partials + p * C : nullptr;
+    if (acc) std::fill(acc, acc + C, T(0));
+    for (int64_t i = M * p / parts; i < M * (p + 1) / parts; ++i) row(i, acc);
+  });
+  for (int64_t p = 0; db && p < parts; ++p) {
+    const T* acc = partials + p * C;
+#pragma omp simd
+    for (int64_t j = 0; j < C; ++j) db[j] += acc[j];
+  }
+}
 
 }  // namespace gmlp
