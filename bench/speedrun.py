@@ -22,8 +22,9 @@ randomly shifted by up to 2 pixels (zero padding, as RandomCrop(28, padding=2)) 
 left-right with probability 0.5, normalised with mean = std = 0.5.
 
 Prints a markdown table (seconds to each target, each one's ratio to gmlp, and the accuracy of
-each engine's last epoch, for comparing precisions at the same schedule) and writes every
-epoch's figures as JSON to --out. Needs torch (scripts/setup.sh --python).
+each engine's last epoch, for comparing precisions at the same schedule), writes every epoch's
+figures as JSON to --out and draws every engine's test accuracy against minutes to
+--out/runs.png (gmlp viz --against time). Needs torch (scripts/setup.sh --python).
 """
 import argparse
 import gzip
@@ -238,6 +239,28 @@ def main():
     with open(os.path.join(args.out, "speedrun.json"), "w") as f:
         json.dump({"cpu": cpu_name(), "commit": commit, "threads": args.threads, "epochs": args.epochs,
                    "targets": args.targets, "results": results}, f, indent=1)
+    draw(args.gmlp, args.out, results)
+
+
+def draw(gmlp, out, results):
+    """Test accuracy against minutes for every engine, one picture: gmlp viz --against time.
+
+    gmlp's runs have their metrics.jsonl; PyTorch's get one from their epochs (each epoch's own
+    seconds, evaluation included), named as the table names them."""
+    paths = []
+    for engine, r in results.items():
+        folder = os.path.join(out, engine if engine.startswith("gmlp") else f"pytorch-{engine}")
+        if not engine.startswith("gmlp"):
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, "metrics.jsonl"), "w") as f:
+                previous = 0.0
+                for e in r["epochs"]:
+                    f.write(json.dumps({"epoch": e["epoch"], "test_acc": e["test_acc"],
+                                        "seconds": round(e["elapsed"] - previous, 2)}) + "\n")
+                    previous = e["elapsed"]
+        paths.append(os.path.join(folder, "metrics.jsonl"))
+    if len(paths) > 1:
+        subprocess.run([gmlp, "viz", "--metrics", *paths, "--against", "time", "--out", out], check=True)
 
 
 if __name__ == "__main__":

@@ -260,6 +260,15 @@ for name in ("spatial_block0.png", "spatial_block2.png", "spatial_block3.png", "
     assert w > 100 and h > 100, (name, w, h)
 PY
 then ok "viz writes the spatial weights of blocks 0, 2, 3 and the curves as PNG"; else bad "viz: $(cat "$WORK/viz.out")"; fi
+if "$GMLP" viz --metrics "$WORK/full/metrics.jsonl" --against time --out "$WORK/viztime" >"$WORK/viztime.out" &&
+   [ "$(cat "$WORK/viztime.out")" = "$WORK/viztime/curves.png" ] && [ -s "$WORK/viztime/curves.png" ]
+then ok "viz --against time draws a run's curves against minutes"; else bad "viz --against time: $(cat "$WORK/viztime.out")"; fi
+echo '{"epoch": 1, "test_acc": 0.5}' >"$WORK/untimed.jsonl"
+expect_error "viz --against time of rows without seconds" 1 \
+  "--against time: '.*untimed.jsonl' row 1 \(epoch 1\) has no number 'seconds' to draw against time" -- \
+  "$GMLP" viz --metrics "$WORK/untimed.jsonl" --against time --out "$WORK/viztime2"
+[ ! -e "$WORK/viztime2" ] && ok "viz --against time checks the rows before it writes anything" ||
+  bad "viz --against time made '$WORK/viztime2' before failing"
 echo '{"epoch": 1}' >"$WORK/m.jsonl"; echo 'oops' >>"$WORK/m.jsonl"
 expect_error "malformed metrics.jsonl" 1 "line 2 is not a JSON object" -- "$GMLP" viz --metrics "$WORK/m.jsonl" --out "$WORK/viz2"
 "$GMLP" info --preset gmlp-s16 --json | grep -q '"params":19422656' && ok "gMLP-S/16 has 19,422,656 parameters" || bad "gMLP-S/16 parameter count"

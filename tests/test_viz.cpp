@@ -120,6 +120,39 @@ TEST(Viz, RunsShareTestAccuracyOrElseDevLoss) {
   EXPECT_THROW(render_runs(runs, "mixed"), Error);
 }
 
+TEST(Viz, TimeAxisIsTheRunningSumOfEachEpochsSecondsInMinutes) {
+  const std::vector<nlohmann::json> rows = {
+      {{"epoch", 1}, {"seconds", 90.0}}, {{"epoch", 2}, {"seconds", 30.0}}, {{"epoch", 3}, {"seconds", 60.0}}};
+  EXPECT_EQ(x_values(rows, XAxis::epoch), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(x_values(rows, XAxis::time), (std::vector<double>{1.5, 2, 3}));
+  const std::vector<nlohmann::json> untimed = {{{"epoch", 1}, {"seconds", 60.0}}, {{"epoch", 2}}};
+  EXPECT_EQ(x_values(untimed, XAxis::epoch), (std::vector<double>{1, 2}));
+  EXPECT_THROW(x_values(untimed, XAxis::time), Error);
+}
+
+TEST(Viz, RunsAgainstTimeEndWhereTheirTimeEnds) {
+  // Three runs of three epochs (so the legend sits beside the axes): run-0 takes a minute an
+  // epoch, the others two. Against epochs every curve spans the axes; against time run-0's ends
+  // at 3 of 6 minutes, so nothing of its colour lies in the right third of the axes.
+  std::vector<std::pair<std::string, std::vector<nlohmann::json>>> runs(3);
+  for (int i = 0; i < 3; ++i) {
+    runs[i].first = "run-" + std::to_string(i);
+    for (int e = 1; e <= 3; ++e)
+      runs[i].second.push_back({{"epoch", e}, {"test_acc", 0.5 + 0.1 * i + 0.02 * e}, {"seconds", i ? 120.0 : 60.0}});
+  }
+  auto right_third = [](const Canvas& c, Rgb color) {
+    const int px0 = 70, px1 = c.width() - 15 - (Canvas::text_width("run-0") + 44);
+    int n = 0;
+    for (int y = 0; y < c.height(); ++y)
+      for (int x = px0 + 2 * (px1 - px0) / 3; x < px1; ++x) n += same(c.at(x, y), color);
+    return n;
+  };
+  EXPECT_GT(right_third(render_runs(runs, "epochs", XAxis::epoch), palette(0)), 100);
+  const Canvas timed = render_runs(runs, "time", XAxis::time);
+  EXPECT_EQ(right_third(timed, palette(0)), 0);
+  EXPECT_GT(right_third(timed, palette(1)), 100);
+}
+
 TEST(Viz, ManyCurvesGetTheirLegendBesideTheAxes) {
   // Eight rising curves (a comparison): the legend must not cover them, so it sits right of the
   // axes, where each curve's swatch is the only thing in its colour. (Three or more do.)
@@ -166,8 +199,12 @@ TEST(Viz, TicksAreRoundStepsAndWholeOnAWholeAxis) {
     for (size_t i = 0; i < t.size(); ++i) {
       EXPECT_GE(t[i], lo - 1e-9 * (hi - lo));
       EXPECT_LE(t[i], hi + 1e-9 * (hi - lo));
-      if (i > 0) EXPECT_NEAR(t[i] - t[i - 1], step, 1e-9 * step);
-      if (whole) EXPECT_EQ(t[i], std::floor(t[i])) << t[i];
+      if (i > 0) {
+        EXPECT_NEAR(t[i] - t[i - 1], step, 1e-9 * step);
+      }
+      if (whole) {
+        EXPECT_EQ(t[i], std::floor(t[i])) << t[i];
+      }
     }
   }
 }

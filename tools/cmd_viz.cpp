@@ -11,9 +11,13 @@
 #include "viz/figures.h"
 
 namespace gmlp::cli {
+namespace {
+viz::XAxis x_axis(const std::string& against) { return against == "time" ? viz::XAxis::time : viz::XAxis::epoch; }
+}  // namespace
+
 void add_viz(CLI::App& app) {
   struct Args {
-    std::string checkpoint, out = ".", color_scale = "tile";
+    std::string checkpoint, out = ".", color_scale = "tile", against = "epoch";
     std::vector<std::string> metrics;
     std::vector<int> blocks;
   };
@@ -31,11 +35,21 @@ void add_viz(CLI::App& app) {
   sub->add_option("--metrics", args->metrics,
                   "Runs' metrics.jsonl: one draws its accuracy and loss against epoch (curves.png); several "
                   "draw their test accuracy, or dev loss when pretraining, on shared axes (runs.png)");
+  sub->add_option("--against", args->against,
+                  "What --metrics' curves are drawn against: epoch, or time (minutes since the run started, "
+                  "evaluation included, from each epoch's seconds): runs of different speeds side by side")
+      ->check(CLI::IsMember({"epoch", "time"}))
+      ->capture_default_str();
   sub->add_option("--out", args->out, "Folder for the PNG files")->capture_default_str();
-  // A run's rows, at least one.
-  auto metrics_of = [](const std::string& path) {
+  // A run's rows, at least one, each with what the x axis needs.
+  auto metrics_of = [args](const std::string& path) {
     auto rows = read_metrics(path);
     if (rows.empty()) fail("failed to read '", path, "': no epochs in it");
+    try {
+      viz::x_values(rows, x_axis(args->against));
+    } catch (const Error& e) {
+      fail("--against ", args->against, ": '", path, "' ", e.what());
+    }
     return rows;
   };
   sub->callback([args, metrics_of] {
@@ -89,11 +103,11 @@ void add_viz(CLI::App& app) {
     }
     if (runs.size() == 1) {
       const std::string path = out("curves.png");
-      viz::render_training_curves(runs[0].second, args->metrics[0]).save_png(path);
+      viz::render_training_curves(runs[0].second, args->metrics[0], x_axis(args->against)).save_png(path);
       std::printf("%s\n", path.c_str());
     } else if (runs.size() > 1) {
       const std::string path = out("runs.png");
-      viz::render_runs(runs, "runs").save_png(path);
+      viz::render_runs(runs, "runs", x_axis(args->against)).save_png(path);
       std::printf("%s\n", path.c_str());
     }
   });

@@ -19,6 +19,8 @@ std::string fmt(double v) {
   return buf;
 }
 
+const char* x_label(XAxis x) { return x == XAxis::epoch ? "epoch" : "minutes (training and evaluation)"; }
+
 // Beyond this many curves the legend sits right of the axes: inside it would cover the curves
 // (a train/test pair fits in a corner; three long run names already cross the lines).
 constexpr size_t kLegendInside = 2;
@@ -222,7 +224,24 @@ Rgb palette(int i) {  // Tableau 10
   return colors[((i % 10) + 10) % 10];
 }
 
-Canvas render_training_curves(const std::vector<nlohmann::json>& rows, const std::string& title) {
+std::vector<double> x_values(const std::vector<nlohmann::json>& rows, XAxis x) {
+  std::vector<double> out;
+  double seconds = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::json& r = rows[i];
+    if (x == XAxis::epoch) {
+      out.push_back(r.value("epoch", 0.0));
+      continue;
+    }
+    if (!r.contains("seconds") || !r["seconds"].is_number())
+      fail("row ", i + 1, " (epoch ", r.value("epoch", 0), ") has no number 'seconds' to draw against time");
+    seconds += r["seconds"].get<double>();
+    out.push_back(seconds / 60);
+  }
+  return out;
+}
+
+Canvas render_training_curves(const std::vector<nlohmann::json>& rows, const std::string& title, XAxis x) {
   // Image training logs train and test (and the weights' moving average on test, with --ema);
   // pretraining train and dev; finetuning all three splits.
   // A split evaluated on a subset (--eval-limit) says how much of it: "test (2,000 of 10,000)".
@@ -243,11 +262,13 @@ Canvas render_training_curves(const std::vector<nlohmann::json>& rows, const std
     const std::string subset = subset_label(last[count].get<int64_t>(), last[total].get<int64_t>());
     return subset.empty() ? std::string(s.name) : std::string(s.name) + " (" + subset + ")";
   };
-  Panel acc{"accuracy (%)", "epoch", {}}, loss{"loss", "epoch", {}};
+  const std::vector<double> xs = x_values(rows, x);
+  Panel acc{"accuracy (%)", x_label(x), {}}, loss{"loss", x_label(x), {}};
   for (const Series& s : series) {
     Curve a{name(s), {}, {}, s.color}, l{name(s), {}, {}, s.color};
-    for (const auto& r : rows) {
-      const double e = r.value("epoch", 0.0);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const nlohmann::json& r = rows[i];
+      const double e = xs[i];
       if (r.contains(s.acc_key) && r[s.acc_key].is_number())
         a.x.push_back(e), a.y.push_back(100 * r[s.acc_key].get<double>());
       if (r.contains(s.loss_key) && r[s.loss_key].is_number())
@@ -260,19 +281,20 @@ Canvas render_training_curves(const std::vector<nlohmann::json>& rows, const std
 }
 
 Canvas render_runs(const std::vector<std::pair<std::string, std::vector<nlohmann::json>>>& runs,
-                   const std::string& title) {
+                   const std::string& title, XAxis x) {
   // The first of these that every run logs: a test accuracy (image training, finetuning), or
   // the dev loss of pretraining (the log of the dev perplexity, which spans too much to read).
   const std::pair<const char*, const char*> metrics[] = {
       {"test_acc", "test accuracy (%)"}, {"dev_loss", "dev loss (ln perplexity)"}, {"dev_acc", "dev accuracy (%)"}};
   for (const auto& [key, label] : metrics) {
-    Panel p{label, "epoch", {}};
+    Panel p{label, x_label(x), {}};
     const double scale = std::string(key).ends_with("_acc") ? 100 : 1;
     for (size_t i = 0; i < runs.size(); ++i) {
       Curve cv{runs[i].first, {}, {}, palette(int(i))};
-      for (const auto& r : runs[i].second)
-        if (r.contains(key) && r[key].is_number()) {
-          cv.x.push_back(r.value("epoch", 0.0));
+      const std::vector<double> xs = x_values(runs[i].second, x);
+      for (size_t j = 0; j < runs[i].second.size(); ++j)
+        if (const nlohmann::json& r = runs[i].second[j]; r.contains(key) && r[key].is_number()) {
+          cv.x.push_back(xs[j]);
           cv.y.push_back(scale * r[key].get<double>());
         }
       if (cv.x.empty()) break;

@@ -46,13 +46,22 @@ Canvas render_panels(const std::vector<Panel>& panels, const std::string& title,
 // A qualitative colour for series i (ten distinct hues, then they repeat).
 Rgb palette(int i);
 
-// Accuracy and loss against epoch, from metrics.jsonl rows: one curve per split the rows hold
-// (train, dev, test).
-Canvas render_training_curves(const std::vector<nlohmann::json>& rows, const std::string& title);
+// What training curves are drawn against: the epoch, or the time since the run started in
+// minutes (each epoch's training and evaluation: the sum of the rows' "seconds" up to its end),
+// which compares runs of different speeds by what their users wait for.
+enum class XAxis { epoch, time };
+
+// The x of each metrics.jsonl row; XAxis::time fails on a row without a number "seconds".
+std::vector<double> x_values(const std::vector<nlohmann::json>& rows, XAxis x);
+
+// Accuracy and loss against epoch or time, from metrics.jsonl rows: one curve per split the rows
+// hold (train, dev, test).
+Canvas render_training_curves(const std::vector<nlohmann::json>& rows, const std::string& title,
+                              XAxis x = XAxis::epoch);
 
 // Several runs (name, metrics.jsonl rows) on shared axes, one curve each: test accuracy when
 // every run has it, else dev loss (pretraining), else dev accuracy; fails when none is shared.
 Canvas render_runs(const std::vector<std::pair<std::string, std::vector<nlohmann::json>>>& runs,
-                   const std::string& title);
+                   const std::string& title, XAxis x = XAxis::epoch);
 
 }  // namespace gmlp::viz
