@@ -23,8 +23,8 @@ left-right with probability 0.5, normalised with mean = std = 0.5.
 
 Prints a markdown table (seconds to each target, each one's ratio to gmlp, and the accuracy of
 each engine's last epoch, for comparing precisions at the same schedule), writes every epoch's
-figures as JSON to --out and draws every engine's test accuracy against minutes to
---out/runs.png (gmlp viz --against time). Needs torch (scripts/setup.sh --python).
+figures to --out/speedrun.json as each engine ends, and draws every engine's test accuracy
+against minutes to --out/runs.png (gmlp viz --against time). Needs torch (scripts/setup.sh --python).
 """
 import argparse
 import gzip
@@ -198,6 +198,8 @@ def main():
     ap.add_argument("--train-limit", type=int, default=0, help="train on the first N images only (a quick check)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    commit = subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty"], capture_output=True,
+                            text=True).stdout.strip()
     results = {}
     for engine in [e for e in ("gmlp", "gmlp-bf16", "eager", "autocast") if e in args.engines]:  # in this order
         if engine == "autocast" and not (cpu_has_bf16() or args.autocast):
@@ -211,8 +213,7 @@ def main():
             results[engine] = run_gmlp(args, os.path.join(args.out, engine), "bf16" if engine == "gmlp-bf16" else "f32")
         else:
             results[engine] = run_torch(args, engine)
-    commit = subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty"], capture_output=True,
-                            text=True).stdout.strip()
+        save(args, commit, results)  # each engine's figures kept as it ends: the whole run takes hours
     names = {"gmlp": "gmlp (fp32)", "gmlp-bf16": "gmlp (bf16)", "eager": "PyTorch eager (fp32)",
              "autocast": "PyTorch bf16 autocast"}
     print(f"\nfmnist-s to test accuracy, {args.epochs}-epoch schedule, {args.threads} threads, "
@@ -225,7 +226,8 @@ def main():
         for e in results:
             if t not in reached[e]:
                 best = max((x["test_acc"] for x in results[e]["epochs"]), default=0)
-                cells.append(f"not in {len(results[e]['epochs'])} epochs (best {100 * best:.2f} %)")
+                n = len(results[e]["epochs"])
+                cells.append(f"not in {n} epoch{'s' if n != 1 else ''} (best {100 * best:.2f} %)")
                 continue
             s, ep = reached[e][t]
             ratio = ""
@@ -236,10 +238,16 @@ def main():
     last = [f"{100 * r['epochs'][-1]['test_acc']:.2f} % (epoch {r['epochs'][-1]['epoch']})" if r["epochs"] else "-"
             for r in results.values()]
     print("| last epoch run | " + " | ".join(last) + " |")
-    with open(os.path.join(args.out, "speedrun.json"), "w") as f:
+    draw(args.gmlp, args.out, results)
+
+
+def save(args, commit, results):
+    """speedrun.json, written to a temporary name and renamed."""
+    path = os.path.join(args.out, "speedrun.json")
+    with open(path + ".tmp", "w") as f:
         json.dump({"cpu": cpu_name(), "commit": commit, "threads": args.threads, "epochs": args.epochs,
                    "targets": args.targets, "results": results}, f, indent=1)
-    draw(args.gmlp, args.out, results)
+    os.replace(path + ".tmp", path)
 
 
 def draw(gmlp, out, results):
