@@ -257,16 +257,18 @@ def draw(gmlp, out, results):
     seconds, evaluation included), named as the table names them."""
     paths = []
     for engine, r in results.items():
-        folder = os.path.join(out, engine if engine.startswith("gmlp") else f"pytorch-{engine}")
-        if not engine.startswith("gmlp"):
-            os.makedirs(folder, exist_ok=True)
-            with open(os.path.join(folder, "metrics.jsonl"), "w") as f:
-                previous = 0.0
-                for e in r["epochs"]:
-                    f.write(json.dumps({"epoch": e["epoch"], "test_acc": e["test_acc"],
-                                        "seconds": round(e["elapsed"] - previous, 2)}) + "\n")
-                    previous = e["elapsed"]
+        if engine.startswith("gmlp"):  # gmlp train wrote it
+            paths.append(os.path.join(out, engine, "metrics.jsonl"))
+            continue
+        folder = os.path.join(out, f"pytorch-{engine}")
+        os.makedirs(folder, exist_ok=True)
         paths.append(os.path.join(folder, "metrics.jsonl"))
+        with open(paths[-1], "w") as f:
+            previous = 0.0
+            for e in r["epochs"]:
+                f.write(json.dumps({"epoch": e["epoch"], "test_acc": e["test_acc"],
+                                    "seconds": round(e["elapsed"] - previous, 2)}) + "\n")
+                previous = e["elapsed"]
     if len(paths) > 1:
         subprocess.run([gmlp, "viz", "--metrics", *paths, "--against", "time", "--out", out], check=True)
 
