@@ -18,6 +18,10 @@
 #   make fuzz      build the libFuzzer harnesses (clang-14, ASan + UBSan) in FUZZ_BUILD (default
 #                  build-fuzz), then run each for FUZZ_SECONDS (default 60) over its corpus and
 #                  print runs, coverage and findings per harness
+#   make build-onednn3   build gmlp and the per-op benchmark in ONEDNN3_BUILD (default
+#                  build-onednn3) against oneDNN 3.2 from PyPI instead of Debian's 2.6.3
+#                  (scripts/fetch_onednn.py), to measure one against the other: oneDNN runs bf16
+#                  on AMX (gmlp bench --precision bf16 --bf16-engine onednn; docs/design.md)
 #   make deps | deps-python | deps-bench   only the set-up (scripts/setup.sh)
 #   make format    apply .clang-format to every C++ file (make test checks it)
 #   make clean     remove the build folder
@@ -32,11 +36,12 @@ CMAKE_ARGS ?=
 SANITIZE_BUILD ?= build-asan
 FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 60
+ONEDNN3_BUILD  ?= build-onednn3
 VENV_PYTHON := $(CURDIR)/.venv/bin/python
 # ccache, when installed, makes rebuilds after a checkout or a clean nearly free.
 CCACHE := $(if $(shell command -v ccache 2>/dev/null),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
-.PHONY: all help format build demo test test-sanitize fuzz bench install clean deps deps-python deps-bench
+.PHONY: all help format build demo test test-sanitize fuzz bench install clean deps deps-python deps-bench build-onednn3
 
 all: build
 
@@ -57,6 +62,15 @@ $(BUILD)/CMakeCache.txt:
 
 build: deps $(BUILD)/CMakeCache.txt
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# The same build against oneDNN 3.2 (PyPI's onednn-cpu-gomp, unpacked into ONEDNN3_BUILD/onednn
+# by the venv's pip): CMake finds it there before Debian's, and the binaries' RPATH points at it.
+build-onednn3: deps deps-python
+	@$(VENV_PYTHON) scripts/fetch_onednn.py $(ONEDNN3_BUILD)/onednn
+	@[ -f $(ONEDNN3_BUILD)/CMakeCache.txt ] || cmake -S . -B $(ONEDNN3_BUILD) -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_PREFIX_PATH=$(CURDIR)/$(ONEDNN3_BUILD)/onednn -DGMLP_PYTHON=$(VENV_PYTHON) $(CCACHE) $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(ONEDNN3_BUILD) -j $(JOBS) --target gmlp gmlp_ops_bench
+	@$(ONEDNN3_BUILD)/gmlp --version | grep -i onednn
 
 demo: build
 	$(BUILD)/gmlp train --preset fmnist-s --epochs 6 --out runs/demo --overwrite

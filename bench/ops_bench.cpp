@@ -415,18 +415,21 @@ void register_text(const Shape& s) {
   });
 }
 
-// The measured peaks (peak.h) on 1 and 2 threads, GFLOP/s: [0] fp32 FMA, [1] the best bf16
-// instruction (AMX where present, else AVX512-BF16), 0 where the CPU has none.
-double g_peak[2][3] = {};
+// The measured peaks (peak.h) on 1 and 2 threads, GFLOP/s, by instruction: fp32 FMA, AVX512-BF16's
+// vdpbf16ps, AMX's tdpbf16ps; 0 where the CPU has none.
+enum PeakKind { kFp32, kBf16Dot, kBf16Tiles };
+double g_peak[3][3] = {};
 
-// The matrix products under the ops, by oneDNN's sgemm and by core/gemm.h, and in bf16 (matmul()
-// at --precision bf16: oneDNN's bf16 primitive, the operands rounded first) where the CPU has
-// bf16, at the products of a linear layer (fc1: forward y = x·Wᵀ, input gradient dx = dy·W,
-// weight gradient dW = dyᵀ·x) and of the gating unit's per-image token projection (N×N by N×H);
-// bf16_stored is bf16 on operands stored as bfloat16, as a layer stores the activations only
-// products read (core/operand.h; gmlp's own bf16 product only).
-// Names: matmul/SHAPE/PRODUCT/onednn|gemm|bf16|bf16_stored/threads:T; FLOP 2·M·N·K, and peak: the
-// share of the measured peak of the instructions the product runs on (fp32 FMA, or the bf16 peak).
+// The matrix products under the ops, at the products of a linear layer (fc1: forward y = x·Wᵀ,
+// input gradient dx = dy·W, weight gradient dW = dyᵀ·x) and of the gating unit's per-image token
+// projection (N×N by N×H), by each engine: oneDNN's sgemm and core/gemm.h in f32; in bf16 gmlp's own
+// product (AVX512-BF16, core/gemm.h) and oneDNN's matmul primitive (AMX tiles where the CPU has
+// them; the operands rounded into copies first), side by side on the same CPU (set_bf16_engine);
+// bf16_stored is gmlp's own bf16 on operands stored as bfloat16, as a layer stores the activations
+// only products read (core/operand.h).
+// Names: matmul/SHAPE/PRODUCT/onednn|gemm|bf16|bf16_stored|onednn_bf16/threads:T; FLOP 2·M·N·K, and
+// peak: the share of the measured peak of the instructions the product runs on (fp32 FMA,
+// vdpbf16ps, or AMX's tiles for oneDNN's bf16 where the CPU has AMX).
 void register_matmul(const Shape& s) {
   struct Product {
     const char* name;
@@ -438,13 +441,13 @@ void register_matmul(const Shape& s) {
                               {"fc1_dx", false, false, M, D, F},
                               {"fc1_dw", true, false, F, D, M},
                               {"sgu_image", false, false, N, H, N}};
-  enum Engine { onednn, gemm, bf16, bf16_stored };
+  enum Engine { onednn, gemm, bf16, bf16_stored, onednn_bf16 };
   for (const Product& p : products)
-    for (const Engine engine : {onednn, gemm, bf16, bf16_stored}) {
+    for (const Engine engine : {onednn, gemm, bf16, bf16_stored, onednn_bf16}) {
       if (engine == gemm && !gemm::available()) continue;
-      if (engine == bf16 && !cpu_has_bf16()) continue;
-      if (engine == bf16_stored && !gemm::bf16_available()) continue;
-      const char* engine_names[] = {"onednn", "gemm", "bf16", "bf16_stored"};
+      if ((engine == bf16 || engine == bf16_stored) && !gemm::bf16_available()) continue;
+      if (engine == onednn_bf16 && !cpu_has_bf16()) continue;
+      const char* engine_names[] = {"onednn", "gemm", "bf16", "bf16_stored", "onednn_bf16"};
       const char* engine_name = engine_names[engine];
       for (const int threads : {1, 2}) {
         const std::string name = cat("matmul/", s.name, "/", p.name, "/", engine_name, "/threads:", threads);
@@ -474,11 +477,17 @@ void register_matmul(const Shape& s) {
                 else
                   matmul<float>(p.ta, p.tb, p.M, p.N, p.K, A, lda, B, ldb, 0.f, C, p.N);
               };
-              set_matmul_precision(engine == bf16 ? Precision::bf16 : Precision::f32);
+              const bool bf16_product = engine == bf16 || engine == onednn_bf16;
+              set_matmul_precision(bf16_product ? Precision::bf16 : Precision::f32);
+              if (engine >= bf16) set_bf16_engine(engine == onednn_bf16 ? Bf16Engine::onednn : Bf16Engine::gmlp);
               call();
               for (auto _ : st) call();
               set_matmul_precision(Precision::f32);
-              const double flops = 2.0 * p.M * p.N * p.K, peak = g_peak[engine >= bf16][threads];
+              set_bf16_engine(Bf16Engine::automatic);
+              const PeakKind kind = engine <= gemm                                       ? kFp32
+                                    : engine == onednn_bf16 && g_peak[kBf16Tiles][1] > 0 ? kBf16Tiles
+                                                                                         : kBf16Dot;
+              const double flops = 2.0 * p.M * p.N * p.K, peak = g_peak[kind][threads];
               st.counters["FLOP"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
               if (peak > 0)
                 st.counters["peak"] =
@@ -499,8 +508,10 @@ int main(int argc, char** argv) {
   for (const bench::Peak& peak : bench::available_peaks())
     for (const int threads : {1, 2}) {
       const double gflops = peak.measure(threads, 0.2);
-      const bool bf16 = peak.name.rfind("bf16", 0) == 0;
-      g_peak[bf16][threads] = std::max(g_peak[bf16][threads], gflops);
+      const PeakKind kind = peak.name.find("AMX") != std::string::npos ? kBf16Tiles
+                            : peak.name.rfind("bf16", 0) == 0          ? kBf16Dot
+                                                                       : kFp32;
+      g_peak[kind][threads] = std::max(g_peak[kind][threads], gflops);
       benchmark::AddCustomContext(cat("peak ", peak.name, ", ", threads, " thread", threads > 1 ? "s" : ""),
                                   cat(int64_t(gflops + 0.5), " GFLOP/s"));
     }

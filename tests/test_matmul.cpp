@@ -70,6 +70,43 @@ INSTANTIATE_TEST_SUITE_P(AllLayouts, Matmul,
                                                               Case{true, true, true}, Case{false, false, true}),
                                             ::testing::Values(Precision::f32, Precision::bf16)));
 
+// Both bf16 engines, wherever the CPU runs them: gmlp's own (AVX512-BF16) and oneDNN's matmul
+// primitive (on AMX its tile kernels, elsewhere its AVX512-BF16 ones), each against the double
+// product of the rounded operands, in every layout.
+TEST(Matmul, EachBf16EngineMatchesTheDoubleProductOfTheRoundedOperands) {
+  if (!cpu_has_bf16()) GTEST_SKIP() << "no native bf16 on this CPU";
+  std::vector<Bf16Engine> engines{Bf16Engine::onednn};
+  if (gemm::bf16_available()) engines.push_back(Bf16Engine::gmlp);
+  for (const Bf16Engine engine : engines) {
+    set_bf16_engine(engine);
+    SCOPED_TRACE(bf16_engine_name());
+    for (const Case c :
+         {Case{false, false, false}, Case{false, true, true}, Case{true, false, true}, Case{true, true, false}})
+      for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{37, 53, 71}, {263, 257, 300}})
+        check_matmul(c, Precision::bf16, M, N, K);
+  }
+  set_bf16_engine(Bf16Engine::automatic);
+}
+
+// --bf16-engine: a name it does not know is a one-line error naming what it expected; gmlp's own
+// engine is refused on a CPU without AVX512-BF16.
+TEST(Matmul, Bf16EngineNames) {
+  EXPECT_EQ(use_bf16_engine("onednn"), Bf16Engine::onednn);
+  EXPECT_STREQ(bf16_engine_name(), "onednn");
+  EXPECT_EQ(use_bf16_engine("auto"), Bf16Engine::automatic);
+  EXPECT_STREQ(bf16_engine_name(), gemm::bf16_available() && !cpu_features().amx_bf16 ? "gmlp" : "onednn");
+  try {
+    use_bf16_engine("amx");
+    FAIL() << "amx was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "unknown bf16 engine 'amx': expected auto, gmlp or onednn");
+  }
+  if (!gemm::bf16_available()) {
+    EXPECT_THROW(use_bf16_engine("gmlp"), Error);
+  }
+  EXPECT_EQ(bf16_engine(), Bf16Engine::automatic);
+}
+
 // A B held constant is packed on its first product and the pack reused (the same bits as
 // packing every call), in each precision the CPU runs natively; a B outside the range is not
 // packed; releasing the range drops its packs.

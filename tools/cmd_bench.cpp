@@ -83,7 +83,7 @@ void print_profile(const char* what, const std::vector<profile::Entry>& prof) {
 
 void add_bench(CLI::App& app) {
   struct Args {
-    std::string preset, checkpoint, precision = "f32", mode = "all";
+    std::string preset, checkpoint, precision = "f32", mode = "all", bf16_engine = "auto";
     int batch_size = 64, threads = 0, warmup = 3, reps = 10;
     double bucket_mb = 1;
     bool json = false, profile = false;
@@ -116,6 +116,11 @@ void add_bench(CLI::App& app) {
   sub->add_option("--precision", args->precision, "Matrix products: f32, bf16, or auto (bf16 where the CPU has AMX)")
       ->check(CLI::IsMember({"f32", "bf16", "auto"}))
       ->capture_default_str();
+  sub->add_option("--bf16-engine", args->bf16_engine,
+                  "Which bf16 product to measure: auto (oneDNN's on AMX, gmlp's own elsewhere), gmlp (its "
+                  "AVX512-BF16 kernel) or onednn (oneDNN's matmul primitive)")
+      ->check(CLI::IsMember({"auto", "gmlp", "onednn"}))
+      ->capture_default_str();
   sub->add_flag(
       "--profile", args->profile,
       "Also print where the time of a training step, of batched inference and of batch-1 inference goes, per op");
@@ -125,6 +130,11 @@ void add_bench(CLI::App& app) {
       throw CLI::ValidationError("bench", "give exactly one of --preset or --checkpoint");
     set_threads(args->threads);
     const Precision precision = use_precision(args->precision);
+    use_bf16_engine(args->bf16_engine);
+    // The products' precision, and in bf16 whose product computes it.
+    const std::string products = precision == Precision::bf16
+                                     ? cat(precision_name(precision), " (", bf16_engine_name(), ")")
+                                     : std::string(precision_name(precision));
     const double rss_start = peak_rss_mb();
     std::unique_ptr<Model<float>> model;
     if (!args->checkpoint.empty()) {
@@ -207,6 +217,7 @@ void add_bench(CLI::App& app) {
       nlohmann::json j = {{"framework", "gmlp"},
                           {"threads", num_threads()},
                           {"precision", precision_name(precision)},
+                          {"bf16_engine", precision == Precision::bf16 ? bf16_engine_name() : "none"},
                           {"batch_size", B},
                           {"ranks", ranks},
                           {"config", cfg.to_json()},
@@ -236,7 +247,7 @@ void add_bench(CLI::App& app) {
     }
     const std::string job = ranks > 1 ? cat(" (", comm.describe(), ", ", Bt, " images each)") : std::string();
     std::printf("gmlp bench  %ld params, %.1f MFLOP/image, batch %ld%s, %d threads, %s\n", long(model->num_params()),
-                flops / 1e6, long(B), job.c_str(), num_threads(), precision_name(precision));
+                flops / 1e6, long(B), job.c_str(), num_threads(), products.c_str());
     if (training)
       std::printf("train step    %9.1f images/s  [%.1f, %.1f]  %6.1f GFLOP/s\n", train.median, train.min, train.max,
                   train_gflops);

@@ -110,6 +110,37 @@ bool g_bf16_activations = true;
 void set_bf16_activations(bool on) { g_bf16_activations = on; }
 bool bf16_activations() { return g_bf16_activations && g_precision == Precision::bf16 && gemm::bf16_available(); }
 
+namespace {
+Bf16Engine g_bf16_engine = Bf16Engine::automatic;
+// Whether bf16 products run gmlp's own kernel (else oneDNN's primitive).
+bool own_bf16() {
+  if (g_bf16_engine != Bf16Engine::automatic) return g_bf16_engine == Bf16Engine::gmlp;
+  return gemm::bf16_available() && !cpu_features().amx_bf16;
+}
+}  // namespace
+void set_bf16_engine(Bf16Engine e) {
+  GMLP_CHECK(e != Bf16Engine::gmlp || gemm::bf16_available());
+  g_bf16_engine = e;
+}
+Bf16Engine bf16_engine() { return g_bf16_engine; }
+const char* bf16_engine_name() { return own_bf16() ? "gmlp" : "onednn"; }
+
+Bf16Engine use_bf16_engine(const std::string& name) {
+  Bf16Engine e;
+  if (name == "auto")
+    e = Bf16Engine::automatic;
+  else if (name == "gmlp")
+    e = Bf16Engine::gmlp;
+  else if (name == "onednn")
+    e = Bf16Engine::onednn;
+  else
+    fail("unknown bf16 engine '", name, "': expected auto, gmlp or onednn");
+  if (e == Bf16Engine::gmlp && !gemm::bf16_available())
+    fail("--bf16-engine gmlp: gmlp's own bf16 product needs AVX512-BF16, which this CPU does not have");
+  set_bf16_engine(e);
+  return e;
+}
+
 bool cpu_has_bf16() {
   const CpuFeatures& cpu = cpu_features();
   return cpu.avx512_bf16 || cpu.amx_bf16;
@@ -153,7 +184,11 @@ void run_primitive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
       ops.append_sum(1.f);
       attr.set_post_ops(ops);
     }
+#if DNNL_VERSION_MAJOR >= 3
+    const dnnl::matmul::primitive_desc pd(e.eng, a, b, c, attr);
+#else
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, e.eng);
+#endif
     Cached entry{dnnl::matmul(pd), dnnl::memory(a, e.eng, DNNL_MEMORY_NONE), dnnl::memory(b, e.eng, DNNL_MEMORY_NONE),
                  dnnl::memory(c, e.eng, DNNL_MEMORY_NONE)};
     it = e.cache.emplace(key, std::move(entry)).first;
@@ -293,11 +328,10 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     return;
   }
   // gmlp's own products: f32, and bf16 where the CPU has AVX512-BF16 but no AMX (on AMX, oneDNN's
-  // tile kernels below are faster than any vdpbf16ps kernel). An operand stored as bf16 makes the
-  // product bf16 (it exists only in bf16 precision).
-  const CpuFeatures& cpu = cpu_features();
+  // tile kernels below are faster than any vdpbf16ps kernel), or as set_bf16_engine says. An operand stored as bf16
+  // makes the product bf16 (it exists only in bf16 precision).
   const bool bf16 = g_precision == Precision::bf16 || A.is_bf16() || B.is_bf16();
-  const Product product = !bf16 ? f32_product : gemm::bf16_available() && !cpu.amx_bf16 ? gemm::bf16gemm : nullptr;
+  const Product product = !bf16 ? f32_product : own_bf16() ? gemm::bf16gemm : nullptr;
   if (product) {
     const bool own = bf16 || gemm::available();  // f32 without gemm is oneDNN's sgemm
     if (own && !B.is_bf16())
@@ -309,7 +343,7 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     if (epilogue) (*epilogue)(0, M, 0, N);
     return;
   }
-  // bf16 on AMX: oneDNN's bf16 × bf16 → f32 primitive, on float operands rounded into dense scratch
+  // bf16 on AMX (or asked for): oneDNN's bf16 × bf16 → f32 primitive, on float operands rounded into dense scratch
   // copies first, on bf16 ones as they are.
   Engine& e = engine();
   const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;

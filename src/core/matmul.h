@@ -4,8 +4,8 @@
 // product (core/gemm.h), or to oneDNN's sgemm on a CPU without AVX2. In bf16 precision both operands
 // are rounded to bfloat16 (to nearest even) and multiplied with fp32 sums into the fp32 C: by
 // gemm::bf16gemm, which rounds while it packs, on AVX512-BF16; on AMX by a oneDNN bf16 primitive on
-// rounded copies. An operand an op stored as bf16 (core/operand.h) is taken as it is, by either.
-// double (finite-difference tests only) is a plain loop.
+// rounded copies (set_bf16_engine picks either on any CPU with bf16). An operand an op stored as bf16 (core/operand.h)
+// is taken as it is, by either. double (finite-difference tests only) is a plain loop.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,20 @@ Precision auto_precision();
 // bf16 on a CPU without native support falls back to f32 with a notice on stderr. Returns what is used.
 Precision use_precision(const std::string& name);
 const char* precision_name(Precision p);
+
+// Which product computes bf16: gmlp's own on AVX512-BF16 (gemm::bf16gemm), or oneDNN's matmul
+// primitive (its AMX tile kernels where the CPU has AMX, its AVX512-BF16 ones elsewhere). automatic
+// (the default): oneDNN where the CPU has AMX, gmlp's own elsewhere. The others are for measuring
+// one against the other on the same CPU (gmlp bench --bf16-engine, the per-op benchmark) and for
+// testing each on any CPU with bf16; both give the exact products of the rounded operands.
+enum class Bf16Engine { automatic, gmlp, onednn };
+void set_bf16_engine(Bf16Engine e);
+Bf16Engine bf16_engine();
+// Parses "auto", "gmlp" or "onednn" (throws gmlp::Error otherwise) and makes it the bf16 engine.
+// gmlp's own needs AVX512-BF16: asked for on a CPU without it, a one-line error.
+Bf16Engine use_bf16_engine(const std::string& name);
+// The engine that runs bf16 products now ("gmlp" or "onednn").
+const char* bf16_engine_name();
 
 // Whether ops store activations that only products read as bfloat16 (core/operand.h): in bf16
 // precision, on a CPU with AVX512-BF16 (whose rounding the products share). The products give the
