@@ -328,8 +328,8 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     return;
   }
   // gmlp's own products: f32, and bf16 where the CPU has AVX512-BF16 but no AMX (on AMX, oneDNN's
-  // tile kernels below are faster than any vdpbf16ps kernel), or as set_bf16_engine says. An operand stored as bf16
-  // makes the product bf16 (it exists only in bf16 precision).
+  // tile kernels below are faster than any vdpbf16ps kernel), or as set_bf16_engine says. An
+  // operand stored as bf16 makes the product bf16 (it exists only in bf16 precision).
   const bool bf16 = g_precision == Precision::bf16 || A.is_bf16() || B.is_bf16();
   const Product product = !bf16 ? f32_product : own_bf16() ? gemm::bf16gemm : nullptr;
   if (product) {
@@ -343,8 +343,8 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     if (epilogue) (*epilogue)(0, M, 0, N);
     return;
   }
-  // bf16 on AMX (or asked for): oneDNN's bf16 × bf16 → f32 primitive, on float operands rounded into dense scratch
-  // copies first, on bf16 ones as they are.
+  // bf16 on AMX (or asked for): oneDNN's bf16 × bf16 → f32 primitive, on float operands rounded
+  // into dense scratch copies first, on bf16 ones as they are.
   Engine& e = engine();
   const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
   const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;

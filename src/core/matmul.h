@@ -4,8 +4,9 @@
 // product (core/gemm.h), or to oneDNN's sgemm on a CPU without AVX2. In bf16 precision both operands
 // are rounded to bfloat16 (to nearest even) and multiplied with fp32 sums into the fp32 C: by
 // gemm::bf16gemm, which rounds while it packs, on AVX512-BF16; on AMX by a oneDNN bf16 primitive on
-// rounded copies (set_bf16_engine picks either on any CPU with bf16). An operand an op stored as bf16 (core/operand.h)
-// is taken as it is, by either. double (finite-difference tests only) is a plain loop.
+// rounded copies (set_bf16_engine picks either on any CPU with bf16). An operand an op stored as
+// bf16 (core/operand.h) is taken as it is, by either. double (finite-difference tests only) is a
+// plain loop.
 #pragma once
 
 #include <cstdint>
