@@ -116,10 +116,13 @@ TEST(Matmul, ConstantOperandsArePackedOnceAndGiveTheSameBits) {
   const int64_t M = 70, N = 96, K = 130;
   auto W = test::randn<float>(N * K + 16, rng), x = test::randn<float>(M * K, rng),
        other = test::randn<float>(N * K, rng);
-  std::vector<Precision> precisions{Precision::f32};
-  if (gemm::bf16_available() && !cpu_features().amx_bf16) precisions.push_back(Precision::bf16);
-  for (const Precision precision : precisions) {
-    SCOPED_TRACE(precision_name(precision));
+  // f32, and bf16 on each engine the CPU runs (gmlp's own packs, oneDNN's keeps a rounded copy).
+  std::vector<std::pair<Precision, Bf16Engine>> runs{{Precision::f32, Bf16Engine::automatic}};
+  if (gemm::bf16_available()) runs.emplace_back(Precision::bf16, Bf16Engine::gmlp);
+  if (cpu_has_bf16()) runs.emplace_back(Precision::bf16, Bf16Engine::onednn);
+  for (const auto& [precision, engine] : runs) {
+    set_bf16_engine(engine);
+    SCOPED_TRACE(cat(precision_name(precision), " ", bf16_engine_name()));
     set_matmul_precision(precision);
     std::vector<float> want(M * N), got(M * N), got_other(M * N), want_other(M * N);
     matmul<float>(false, true, M, N, K, x.data(), K, W.data() + 16, K, 0.f, want.data(), N);  // y = x·Wᵀ
@@ -139,6 +142,7 @@ TEST(Matmul, ConstantOperandsArePackedOnceAndGiveTheSameBits) {
     EXPECT_EQ(constant_pack_bytes(), before);
   }
   set_matmul_precision(Precision::f32);
+  set_bf16_engine(Bf16Engine::automatic);
 }
 
 TEST(Matmul, SplitKOnTwoThreadsMatchesTheDoubleProduct) {

@@ -253,20 +253,32 @@ void matmul_split_k(Product product, int64_t M, int64_t N, int64_t K, const floa
     }
 }
 
-// The ranges held constant, and the packs of the B operands met in them, keyed by where B lies
-// and how it is read. Guarded by the mutex; `held` lets products skip the lock when none is held.
+// How a B held constant is kept: packed for gmlp's own product (in its f32 or bf16 format), or
+// rounded once into the dense bf16 copy oneDNN's primitive reads (what the product would otherwise
+// round into scratch on every call: the same copy, so the same bits).
+enum class Form { f32_pack, bf16_pack, bf16_dense };
+struct Kept {
+  std::unique_ptr<gemm::PackedB> pack;
+  std::vector<uint16_t> dense;
+  size_t bytes() const { return pack ? pack->bytes() : dense.size() * sizeof(uint16_t); }
+};
+
+// The ranges held constant, and the kept forms of the B operands met in them, keyed by where B
+// lies, how it is read and the form. Guarded by the mutex; `held` lets products skip the lock when
+// none is held.
 struct Constants {
   struct Key {
     const float* b;
-    bool trans_b, bf16;
+    bool trans_b;
+    Form form;
     int64_t K, N, ldb;
-    auto tie() const { return std::tie(b, trans_b, bf16, K, N, ldb); }
+    auto tie() const { return std::tie(b, trans_b, form, K, N, ldb); }
     bool operator<(const Key& o) const { return tie() < o.tie(); }
   };
   std::mutex mutex;
   std::atomic<int> held{0};
   std::map<const float*, const float*> ranges;  // begin → end
-  std::map<Key, std::unique_ptr<gemm::PackedB>> packs;
+  std::map<Key, Kept> kept;
 };
 
 Constants& constants() {
@@ -274,8 +286,8 @@ Constants& constants() {
   return c;
 }
 
-// B's pack, made on first use, where B lies in a constant range; else null.
-const gemm::PackedB* constant_pack(bool bf16, bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb) {
+// B's kept form, made on first use, where B lies in a constant range; else null.
+const Kept* constant_form(Form form, bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb) {
   Constants& c = constants();
   if (c.held.load(std::memory_order_acquire) == 0) return nullptr;
   std::lock_guard<std::mutex> lock(c.mutex);
@@ -284,9 +296,16 @@ const gemm::PackedB* constant_pack(bool bf16, bool trans_b, int64_t K, int64_t N
   --range;  // the last range starting at or before B
   const float* last = trans_b ? B + (N - 1) * ldb + K : B + (K - 1) * ldb + N;  // one past op(B)'s last element
   if (last > range->second) return nullptr;
-  std::unique_ptr<gemm::PackedB>& pack = c.packs[Constants::Key{B, trans_b, bf16, K, N, ldb}];
-  if (!pack) pack = std::make_unique<gemm::PackedB>(bf16, trans_b, K, N, B, ldb);
-  return pack.get();
+  Kept& k = c.kept[Constants::Key{B, trans_b, form, K, N, ldb}];
+  if (k.pack || !k.dense.empty()) return &k;
+  if (form == Form::bf16_dense) {
+    const int64_t rows = trans_b ? N : K, cols = trans_b ? K : N;  // as stored
+    k.dense.resize(size_t(rows * cols));
+    to_bf16(k.dense.data(), B, rows, cols, ldb);
+  } else {
+    k.pack = std::make_unique<gemm::PackedB>(form == Form::bf16_pack, trans_b, K, N, B, ldb);
+  }
+  return &k;
 }
 
 }  // namespace
@@ -302,8 +321,8 @@ void release_constant(const float* begin) {
   std::lock_guard<std::mutex> lock(c.mutex);
   const auto range = c.ranges.find(begin);
   if (range == c.ranges.end()) return;
-  for (auto it = c.packs.begin(); it != c.packs.end();)
-    it = it->first.b >= range->first && it->first.b < range->second ? c.packs.erase(it) : std::next(it);
+  for (auto it = c.kept.begin(); it != c.kept.end();)
+    it = it->first.b >= range->first && it->first.b < range->second ? c.kept.erase(it) : std::next(it);
   c.ranges.erase(range);
   c.held.fetch_sub(1, std::memory_order_release);
 }
@@ -312,7 +331,7 @@ size_t constant_pack_bytes() {
   Constants& c = constants();
   std::lock_guard<std::mutex> lock(c.mutex);
   size_t bytes = 0;
-  for (const auto& [key, pack] : c.packs) bytes += pack->bytes();
+  for (const auto& [key, k] : c.kept) bytes += k.bytes();
   return bytes;
 }
 
@@ -335,8 +354,8 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   if (product) {
     const bool own = bf16 || gemm::available();  // f32 without gemm is oneDNN's sgemm
     if (own && !B.is_bf16())
-      if (const gemm::PackedB* packed = constant_pack(bf16, trans_b, K, N, B.data(), ldb))
-        return gemm::multiply(trans_a, M, A, lda, *packed, beta != 0.f, C, ldc, epilogue);
+      if (const Kept* k = constant_form(bf16 ? Form::bf16_pack : Form::f32_pack, trans_b, K, N, B.data(), ldb))
+        return gemm::multiply(trans_a, M, A, lda, *k->pack, beta != 0.f, C, ldc, epilogue);
     if (A.is_bf16() || B.is_bf16() || !split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()))
       return product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);
     matmul_split_k(product, M, N, K, A.data(), lda, B.data(), ldb, beta, C, ldc);
@@ -357,9 +376,14 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     a = e.scratch_a.data(), a_ld = a_cols;
   }
   if (!B.is_bf16()) {
-    if (e.scratch_b.size() < size_t(b_rows * b_cols)) e.scratch_b.resize(b_rows * b_cols);
-    to_bf16(e.scratch_b.data(), B.data(), b_rows, b_cols, ldb);
-    b = e.scratch_b.data(), b_ld = b_cols;
+    if (const Kept* k = constant_form(Form::bf16_dense, trans_b, K, N, B.data(), ldb)) {
+      b = k->dense.data();  // a frozen model's weights, rounded on their first product
+    } else {
+      if (e.scratch_b.size() < size_t(b_rows * b_cols)) e.scratch_b.resize(b_rows * b_cols);
+      to_bf16(e.scratch_b.data(), B.data(), b_rows, b_cols, ldb);
+      b = e.scratch_b.data();
+    }
+    b_ld = b_cols;
   }
   run_primitive(trans_a, trans_b, M, N, K, a, a_ld, b, b_ld, beta != 0.f ? Write::accumulate : Write::overwrite, C,
                 ldc);

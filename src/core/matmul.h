@@ -66,9 +66,11 @@ void store_bf16(T* dst, const T* src, int64_t n) {
 }
 
 // Weights that stay as they are from now on (ParamModel::freeze: an inference-only model's). A
-// product whose B lies in [begin, end) packs B the first time it meets it (gemm::PackedB), keeps
-// the pack and reuses it on every later call, until release_constant(begin). Only gmlp's own
-// products keep packs (f32, and bf16 on AVX512-BF16). Thread-safe.
+// product whose B lies in [begin, end) packs B the first time it meets it, keeps the pack and
+// reuses it on every later call, until release_constant(begin): gmlp's own products (f32, and bf16
+// on AVX512-BF16) in their packed format (gemm::PackedB), oneDNN's bf16 primitive (AMX) as the
+// dense bf16 copy it would otherwise round into on every call. The same bits either way.
+// Thread-safe.
 void hold_constant(const float* begin, const float* end);
 void release_constant(const float* begin);
 // Bytes of the packs kept now.
