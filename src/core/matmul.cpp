@@ -263,16 +263,16 @@ struct Kept {
   size_t bytes() const { return pack ? pack->bytes() : dense.size() * sizeof(uint16_t); }
 };
 
-// The ranges held constant, and the kept forms of the B operands met in them, keyed by where B
-// lies, how it is read and the form. Guarded by the mutex; `held` lets products skip the lock when
+// The ranges held constant, and the kept forms of the operands met in them, keyed by where the
+// operand lies, how it is read and the form. Guarded by the mutex; `held` lets products skip the lock when
 // none is held.
 struct Constants {
   struct Key {
-    const float* b;
-    bool trans_b;
+    const float* x;
+    bool trans;
     Form form;
-    int64_t K, N, ldb;
-    auto tie() const { return std::tie(b, trans_b, form, K, N, ldb); }
+    int64_t r, c, ld;
+    auto tie() const { return std::tie(x, trans, form, r, c, ld); }
     bool operator<(const Key& o) const { return tie() < o.tie(); }
   };
   std::mutex mutex;
@@ -286,24 +286,26 @@ Constants& constants() {
   return c;
 }
 
-// B's kept form, made on first use, where B lies in a constant range; else null.
-const Kept* constant_form(Form form, bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb) {
-  Constants& c = constants();
-  if (c.held.load(std::memory_order_acquire) == 0) return nullptr;
-  std::lock_guard<std::mutex> lock(c.mutex);
-  auto range = c.ranges.upper_bound(B);
-  if (range == c.ranges.begin()) return nullptr;
-  --range;  // the last range starting at or before B
-  const float* last = trans_b ? B + (N - 1) * ldb + K : B + (K - 1) * ldb + N;  // one past op(B)'s last element
+// The kept form of an operand op(X) (r × c, X stored c × r when trans, row stride ld), made on
+// first use, where X lies in a constant range; else null. Packs are of B operands; a dense copy is
+// just the stored matrix rounded, for either operand.
+const Kept* constant_form(Form form, bool trans, int64_t r, int64_t c, const float* X, int64_t ld) {
+  Constants& cs = constants();
+  if (cs.held.load(std::memory_order_acquire) == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(cs.mutex);
+  auto range = cs.ranges.upper_bound(X);
+  if (range == cs.ranges.begin()) return nullptr;
+  --range;                                                                  // the last range starting at or before X
+  const float* last = trans ? X + (c - 1) * ld + r : X + (r - 1) * ld + c;  // one past op(X)'s last element
   if (last > range->second) return nullptr;
-  Kept& k = c.kept[Constants::Key{B, trans_b, form, K, N, ldb}];
+  Kept& k = cs.kept[Constants::Key{X, trans, form, r, c, ld}];
   if (k.pack || !k.dense.empty()) return &k;
   if (form == Form::bf16_dense) {
-    const int64_t rows = trans_b ? N : K, cols = trans_b ? K : N;  // as stored
+    const int64_t rows = trans ? c : r, cols = trans ? r : c;  // as stored
     k.dense.resize(size_t(rows * cols));
-    to_bf16(k.dense.data(), B, rows, cols, ldb);
+    to_bf16(k.dense.data(), X, rows, cols, ld);
   } else {
-    k.pack = std::make_unique<gemm::PackedB>(form == Form::bf16_pack, trans_b, K, N, B, ldb);
+    k.pack = std::make_unique<gemm::PackedB>(form == Form::bf16_pack, trans, r, c, X, ld);
   }
   return &k;
 }
@@ -322,7 +324,7 @@ void release_constant(const float* begin) {
   const auto range = c.ranges.find(begin);
   if (range == c.ranges.end()) return;
   for (auto it = c.kept.begin(); it != c.kept.end();)
-    it = it->first.b >= range->first && it->first.b < range->second ? c.kept.erase(it) : std::next(it);
+    it = it->first.x >= range->first && it->first.x < range->second ? c.kept.erase(it) : std::next(it);
   c.ranges.erase(range);
   c.held.fetch_sub(1, std::memory_order_release);
 }
@@ -371,9 +373,14 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   const void* b = B.address();
   int64_t a_ld = lda, b_ld = ldb;
   if (!A.is_bf16()) {
-    if (e.scratch_a.size() < size_t(a_rows * a_cols)) e.scratch_a.resize(a_rows * a_cols);
-    to_bf16(e.scratch_a.data(), A.data(), a_rows, a_cols, lda);
-    a = e.scratch_a.data(), a_ld = a_cols;
+    if (const Kept* k = constant_form(Form::bf16_dense, trans_a, M, K, A.data(), lda)) {
+      a = k->dense.data();  // a frozen weight on the left (the gate's token mixing)
+    } else {
+      if (e.scratch_a.size() < size_t(a_rows * a_cols)) e.scratch_a.resize(a_rows * a_cols);
+      to_bf16(e.scratch_a.data(), A.data(), a_rows, a_cols, lda);
+      a = e.scratch_a.data();
+    }
+    a_ld = a_cols;
   }
   if (!B.is_bf16()) {
     if (const Kept* k = constant_form(Form::bf16_dense, trans_b, K, N, B.data(), ldb)) {

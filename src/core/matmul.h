@@ -69,8 +69,8 @@ void store_bf16(T* dst, const T* src, int64_t n) {
 // product whose B lies in [begin, end) packs B the first time it meets it, keeps the pack and
 // reuses it on every later call, until release_constant(begin): gmlp's own products (f32, and bf16
 // on AVX512-BF16) in their packed format (gemm::PackedB), oneDNN's bf16 primitive (AMX) as the
-// dense bf16 copy it would otherwise round into on every call. The same bits either way.
-// Thread-safe.
+// dense bf16 copy it would otherwise round into on every call, and that of an A there too (the
+// gate's token-mixing weight). The same bits either way. Thread-safe.
 void hold_constant(const float* begin, const float* end);
 void release_constant(const float* begin);
 // Bytes of the packs kept now.
