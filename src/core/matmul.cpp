@@ -253,9 +253,9 @@ void matmul_split_k(Product product, int64_t M, int64_t N, int64_t K, const floa
     }
 }
 
-// How a B held constant is kept: packed for gmlp's own product (in its f32 or bf16 format), or
-// rounded once into the dense bf16 copy oneDNN's primitive reads (what the product would otherwise
-// round into scratch on every call: the same copy, so the same bits).
+// How an operand held constant is kept: a B packed for gmlp's own product (in its f32 or bf16
+// format), or either operand rounded once into the dense bf16 copy oneDNN's primitive reads (what
+// the product would otherwise round into scratch on every call: the same copy, so the same bits).
 enum class Form { f32_pack, bf16_pack, bf16_dense };
 struct Kept {
   std::unique_ptr<gemm::PackedB> pack;
@@ -264,8 +264,8 @@ struct Kept {
 };
 
 // The ranges held constant, and the kept forms of the operands met in them, keyed by where the
-// operand lies, how it is read and the form. Guarded by the mutex; `held` lets products skip the lock when
-// none is held.
+// operand lies, how it is read and the form. Guarded by the mutex; `held` lets products skip the
+// lock when none is held.
 struct Constants {
   struct Key {
     const float* x;
@@ -295,8 +295,9 @@ const Kept* constant_form(Form form, bool trans, int64_t r, int64_t c, const flo
   std::lock_guard<std::mutex> lock(cs.mutex);
   auto range = cs.ranges.upper_bound(X);
   if (range == cs.ranges.begin()) return nullptr;
-  --range;                                                                  // the last range starting at or before X
-  const float* last = trans ? X + (c - 1) * ld + r : X + (r - 1) * ld + c;  // one past op(X)'s last element
+  --range;  // the last range starting at or before X
+  // One past op(X)'s last element.
+  const float* last = trans ? X + (c - 1) * ld + r : X + (r - 1) * ld + c;
   if (last > range->second) return nullptr;
   Kept& k = cs.kept[Constants::Key{X, trans, form, r, c, ld}];
   if (k.pack || !k.dense.empty()) return &k;
