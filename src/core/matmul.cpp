@@ -365,34 +365,23 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     if (epilogue) (*epilogue)(0, M, 0, N);
     return;
   }
-  // bf16 on AMX (or asked for): oneDNN's bf16 × bf16 → f32 primitive, on float operands rounded
-  // into dense scratch copies first, on bf16 ones as they are.
+  // bf16 on AMX (or asked for): oneDNN's bf16 × bf16 → f32 primitive.
   Engine& e = engine();
-  const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
-  const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-  const void* a = A.address();
-  const void* b = B.address();
+  // op(X) (r × c) as the primitive reads it: bf16 as stored, or rounded into a dense copy (ld
+  // becomes its stored width), kept once for a frozen weight, else made in scratch on every call.
+  auto operand = [](Operand<float> X, bool trans, int64_t r, int64_t c, int64_t& ld,
+                    std::vector<uint16_t>& scratch) -> const void* {
+    if (X.is_bf16()) return X.address();
+    const int64_t rows = trans ? c : r, cols = trans ? r : c, from = ld;  // as stored
+    ld = cols;
+    if (const Kept* k = constant_form(Form::bf16_dense, trans, r, c, X.data(), from)) return k->dense.data();
+    if (scratch.size() < size_t(rows * cols)) scratch.resize(size_t(rows * cols));
+    to_bf16(scratch.data(), X.data(), rows, cols, from);
+    return scratch.data();
+  };
   int64_t a_ld = lda, b_ld = ldb;
-  if (!A.is_bf16()) {
-    if (const Kept* k = constant_form(Form::bf16_dense, trans_a, M, K, A.data(), lda)) {
-      a = k->dense.data();  // a frozen weight on the left (the gate's token mixing)
-    } else {
-      if (e.scratch_a.size() < size_t(a_rows * a_cols)) e.scratch_a.resize(a_rows * a_cols);
-      to_bf16(e.scratch_a.data(), A.data(), a_rows, a_cols, lda);
-      a = e.scratch_a.data();
-    }
-    a_ld = a_cols;
-  }
-  if (!B.is_bf16()) {
-    if (const Kept* k = constant_form(Form::bf16_dense, trans_b, K, N, B.data(), ldb)) {
-      b = k->dense.data();  // a frozen model's weights, rounded on their first product
-    } else {
-      if (e.scratch_b.size() < size_t(b_rows * b_cols)) e.scratch_b.resize(b_rows * b_cols);
-      to_bf16(e.scratch_b.data(), B.data(), b_rows, b_cols, ldb);
-      b = e.scratch_b.data();
-    }
-    b_ld = b_cols;
-  }
+  const void* a = operand(A, trans_a, M, K, a_ld, e.scratch_a);
+  const void* b = operand(B, trans_b, K, N, b_ld, e.scratch_b);
   run_primitive(trans_a, trans_b, M, N, K, a, a_ld, b, b_ld, beta != 0.f ? Write::accumulate : Write::overwrite, C,
                 ldc);
   if (epilogue) (*epilogue)(0, M, 0, N);
