@@ -420,8 +420,8 @@ void register_text(const Shape& s) {
 enum PeakKind { kFp32, kBf16Dot, kBf16Tiles };
 double g_peak[3][3] = {};
 
-// The matrix products under the ops, at the products of a linear layer (fc1: forward y = x·Wᵀ,
-// input gradient dx = dy·W, weight gradient dW = dyᵀ·x) and of the gating unit's per-image token
+// The matrix products under the ops, at the products of the gMLP block's linear layers (fc1 and
+// fc2: forward y = x·Wᵀ, input gradient dx = dy·W, weight gradient dW = dyᵀ·x) and of the gating unit's per-image token
 // projection (N×N by N×H), by each engine: oneDNN's sgemm and core/gemm.h in f32; in bf16 gmlp's own
 // product (AVX512-BF16, core/gemm.h) and oneDNN's matmul primitive (AMX tiles where the CPU has
 // them; the operands rounded into copies first), side by side on the same CPU (set_bf16_engine);
@@ -437,9 +437,9 @@ void register_matmul(const Shape& s) {
     int64_t M, N, K;
   };
   const int64_t M = s.M(), D = s.D, F = s.F, N = s.N, H = s.F / 2;
-  const Product products[] = {{"fc1_fwd", false, true, M, F, D},
-                              {"fc1_dx", false, false, M, D, F},
-                              {"fc1_dw", true, false, F, D, M},
+  const Product products[] = {{"fc1_fwd", false, true, M, F, D},   {"fc1_dx", false, false, M, D, F},
+                              {"fc1_dw", true, false, F, D, M},    {"fc2_fwd", false, true, M, D, H},
+                              {"fc2_dx", false, false, M, H, D},   {"fc2_dw", true, false, D, H, M},
                               {"sgu_image", false, false, N, H, N}};
   enum Engine { onednn, gemm, bf16, bf16_stored, onednn_bf16 };
   for (const Product& p : products)

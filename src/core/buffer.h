@@ -2,6 +2,8 @@
 // gradient, optimizer and activation arenas. Sized once; never grows behind the caller's back.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -22,9 +24,16 @@ class Buffer {
       size_ = 0;
       return;
     }
-    const size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, bytes);
+    // Large arrays on 2 MB pages where the kernel has them (transparent huge pages): the
+    // token-major activations are read row by row a batch of rows apart, each row on a page of
+    // its own at 4 KB pages, so every row read missed the TLB.
+    const size_t huge = size_t(2) << 20, align = n * sizeof(T) >= huge ? huge : 64;
+    const size_t bytes = (n * sizeof(T) + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, bytes);
     if (!p) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    if (align == huge) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
     std::memset(p, 0, bytes);
     data_.reset(static_cast<T*>(p));
     size_ = n;
