@@ -422,7 +422,9 @@ double g_peak[3][3] = {};
 
 // The matrix products under the ops, at the products of the gMLP block's linear layers (fc1 and
 // fc2: forward y = x·Wᵀ, input gradient dx = dy·W, weight gradient dW = dyᵀ·x) and of the gating unit's per-image token
-// projection (N×N by N×H), by each engine: oneDNN's sgemm and core/gemm.h in f32; in bf16 gmlp's own
+// projection (N×N by N×H), by each engine: oneDNN's sgemm and gmlp's own in f32 (core/gemm.h, as
+// the layers call it through core/matmul.h: a weight gradient's long sum split across the
+// threads); in bf16 gmlp's own
 // product (AVX512-BF16, core/gemm.h) and oneDNN's matmul primitive (AMX tiles where the CPU has
 // them; the operands rounded into copies first), side by side on the same CPU (set_bf16_engine);
 // bf16_stored is gmlp's own bf16 on operands stored as bfloat16, as a layer stores the activations
@@ -470,8 +472,6 @@ void register_matmul(const Shape& s) {
                 if (engine == bf16_stored)
                   matmul<float>(p.ta, p.tb, p.M, p.N, p.K, Operand<float>::bf16(A16.data()), lda,
                                 Operand<float>::bf16(B16.data()), ldb, 0.f, C, p.N);
-                else if (engine == gemm)
-                  gemm::sgemm(p.ta, p.tb, p.M, p.N, p.K, A, lda, B, ldb, false, C, p.N);
                 else if (engine == onednn)
                   dnnl_sgemm(p.ta ? 'T' : 'N', p.tb ? 'T' : 'N', p.M, p.N, p.K, 1.f, A, lda, B, ldb, 0.f, C, p.N);
                 else

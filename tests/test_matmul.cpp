@@ -156,8 +156,10 @@ TEST(Matmul, ConstantOperandsArePackedOnceAndGiveTheSameBits) {
 }
 
 TEST(Matmul, SplitKOnTwoThreadsMatchesTheDoubleProduct) {
-  // The split-K path's edges: fewer chunks than threads would allow, a ragged last chunk, and
-  // the spatial-gradient shapes (49 and 196 tokens), each with and without accumulation.
+  // The split-K path's edges. A·Bᵀ: fewer chunks than threads would allow, a ragged last chunk,
+  // and the spatial-gradient shapes (49 and 196 tokens). Aᵀ·B: a linear layer's weight gradients
+  // (fmnist-s's fc2 and fc1 at batch 64) and an odd sum, in f32 and bf16. Each with and without
+  // accumulation.
   const int saved = num_threads();
   set_threads(2);
   for (const auto& [M, N, K] :
@@ -166,7 +168,39 @@ TEST(Matmul, SplitKOnTwoThreadsMatchesTheDoubleProduct) {
       SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(K) + (accumulate ? " +=" : ""));
       check_matmul(Case{false, true, accumulate}, Precision::f32, M, N, K);
     }
+  for (const Precision precision : {Precision::f32, Precision::bf16}) {
+    if (precision == Precision::bf16 && !cpu_has_bf16()) continue;
+    for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{128, 256, 3136}, {512, 128, 3136}, {5, 7, 33}})
+      for (const bool accumulate : {false, true}) {
+        SCOPED_TRACE(cat(precision_name(precision), " ", M, "x", N, "x", K, accumulate ? " +=" : ""));
+        check_matmul(Case{true, false, accumulate}, precision, M, N, K);
+      }
+  }
   set_threads(saved);
+}
+
+TEST(Matmul, SplitKWeightGradientOfStoredBf16GivesTheBitsOfFloats) {
+  // dW = dyᵀ·x with both stored as bf16 (as a layer stores them) takes the split-K path as the
+  // floats they were rounded from do, and gives the same bits.
+  if (!gemm::bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  const int saved = num_threads();
+  set_threads(2);
+  set_bf16_engine(Bf16Engine::gmlp);
+  const int64_t M = 128, N = 256, K = 3136;
+  Rng rng(43);
+  const auto A = test::randn<float>(K * M, rng), B = test::randn<float>(K * N, rng);
+  std::vector<uint16_t> A16(A.size()), B16(B.size());
+  gemm::round_to_bf16(A16.data(), A.data(), int64_t(A.size()));
+  gemm::round_to_bf16(B16.data(), B.data(), int64_t(B.size()));
+  std::vector<float> from_floats(M * N), from_stored(M * N);
+  set_matmul_precision(Precision::bf16);
+  matmul<float>(true, false, M, N, K, A.data(), M, B.data(), N, 0.f, from_floats.data(), N);
+  matmul<float>(true, false, M, N, K, Operand<float>::bf16(A16.data()), M, Operand<float>::bf16(B16.data()), N, 0.f,
+                from_stored.data(), N);
+  set_matmul_precision(Precision::f32);
+  set_bf16_engine(Bf16Engine::automatic);
+  set_threads(saved);
+  EXPECT_EQ(from_floats, from_stored);
 }
 
 // --precision auto: bf16 where the CPU has AMX, f32 elsewhere; and a name it does not know is a

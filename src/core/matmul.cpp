@@ -203,46 +203,65 @@ void run_primitive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   GMLP_CHECK(dnnl_stream_wait(e.stream.get()) == dnnl_success);
 }
 
-// f32 C = A·Bᵀ (+ C) for a small output and a long sum: the spatial weight gradient dW = dg·v̂ᵀ
-// of the gating unit (N × N, K = batch × channels). A single product splits this shape across
-// threads badly (196 × 196 × 3072 measured at 78 GFLOP/s on two threads with oneDNN's sgemm, 85
-// on one; about 100 with core/gemm.h), and the rows it reads, K floats apart, map to the same
-// cache sets. Here each thread takes whole
-// chunks of kChunk columns, copies its rows of A and B densely, multiplies them single-threaded
-// into its own M × N sum, and the sums are added at the end (in thread order: deterministic
-// for a given thread count). Measured on the same shape: 160 GFLOP/s on two threads.
+// A small output and a long sum, in two shapes: C = A·Bᵀ (+ C), the spatial weight gradient
+// dW = dg·v̂ᵀ of a gating unit run on the whole batch (N × N, K = batch × channels), and C = Aᵀ·B
+// (+ C), a linear layer's weight gradient dW = dyᵀ·x (K = the batch's rows). A single product
+// splits such a shape across threads badly: it gives each thread rows or columns of C, so every
+// thread packs the whole of the other operand again, and C·Bᵀ's rows, K floats apart, map to the
+// same cache sets (196 × 196 × 3072 measured at 78 GFLOP/s on two threads with oneDNN's sgemm, 85
+// on one; about 100 with core/gemm.h). Here each thread takes whole chunks of the sum, multiplies
+// them single-threaded into its own M × N sum, and the sums are added at the end (in thread
+// order: deterministic for a given thread count). A·Bᵀ's chunks are kChunk columns, copied
+// densely first (160 GFLOP/s on that shape, two threads); Aᵀ·B's are each thread's block of rows,
+// read in place, so nothing is packed twice.
 constexpr int64_t kChunk = 512;
 
 bool split_k_pays(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int threads) {
-  return !trans_a && trans_b && threads > 1 && !omp_in_parallel() && M * N <= 256 * 256 && K >= 8 * std::max(M, N) &&
-         K >= 2 * kChunk;
+  if (threads < 2 || omp_in_parallel() || M * N > 256 * 256) return false;
+  if (!trans_a && trans_b) return K >= 8 * std::max(M, N) && K >= 2 * kChunk;
+  return trans_a && !trans_b && K >= 4 * std::max(M, N);
 }
 
 // A single-threaded product of the precision in use: f32_product or gemm::bf16gemm.
 using Product = void (*)(bool, bool, int64_t, int64_t, int64_t, Operand<float>, int64_t, Operand<float>, int64_t, bool,
                          float*, int64_t, const gemm::Epilogue*);
 
-void matmul_split_k(Product product, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-                    int64_t ldb, float beta, float* C, int64_t ldc) {
+// Rows [k, …) of an operand stored with row stride ld, as stored (floats or bf16).
+Operand<float> from_row(Operand<float> X, int64_t k, int64_t ld) {
+  if (X.is_bf16()) return Operand<float>::bf16(static_cast<const uint16_t*>(X.address()) + k * ld);
+  return X.data() + k * ld;
+}
+
+void matmul_split_k(Product product, bool trans_a, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
+                    Operand<float> B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const int threads = omp_get_max_threads();
   std::vector<float>& sums = engine().scratch_sums;
   if (sums.size() < size_t(threads * M * N)) sums.resize(size_t(threads * M * N));
-  const int64_t chunks = (K + kChunk - 1) / kChunk;
 #pragma omp parallel num_threads(threads)
   {
-    thread_local std::vector<float> a, b;  // this thread's dense copies of one chunk
-    a.resize(size_t(M * kChunk)), b.resize(size_t(N * kChunk));
-    float* sum = sums.data() + int64_t(omp_get_thread_num()) * M * N;
-    float sum_beta = 0.f;  // the first chunk a thread takes overwrites its sum
+    const int t = omp_get_thread_num();
+    float* sum = sums.data() + int64_t(t) * M * N;
+    bool summed = false;  // the first chunk a thread takes overwrites its sum
+    if (trans_a) {        // C = Aᵀ·B: this thread's block of rows of both, in place
+      const int64_t k0 = K * t / threads, k1 = K * (t + 1) / threads;
+      if (k0 < k1)
+        product(true, false, M, N, k1 - k0, from_row(A, k0, lda), lda, from_row(B, k0, ldb), ldb, false, sum, N,
+                nullptr);
+      summed = k0 < k1;
+    } else {  // C = A·Bᵀ: chunks of kChunk columns of both, copied densely
+      thread_local std::vector<float> a, b;
+      a.resize(size_t(M * kChunk)), b.resize(size_t(N * kChunk));
+      const int64_t chunks = (K + kChunk - 1) / kChunk;
 #pragma omp for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t k0 = c * kChunk, w = std::min(kChunk, K - k0);
-      for (int64_t i = 0; i < M; ++i) std::memcpy(&a[i * w], A + i * lda + k0, w * sizeof(float));
-      for (int64_t j = 0; j < N; ++j) std::memcpy(&b[j * w], B + j * ldb + k0, w * sizeof(float));
-      product(false, true, M, N, w, a.data(), w, b.data(), w, sum_beta != 0.f, sum, N, nullptr);
-      sum_beta = 1.f;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t k0 = c * kChunk, w = std::min(kChunk, K - k0);
+        for (int64_t i = 0; i < M; ++i) std::memcpy(&a[i * w], A.data() + i * lda + k0, w * sizeof(float));
+        for (int64_t j = 0; j < N; ++j) std::memcpy(&b[j * w], B.data() + j * ldb + k0, w * sizeof(float));
+        product(false, true, M, N, w, a.data(), w, b.data(), w, summed, sum, N, nullptr);
+        summed = true;
+      }
     }
-    if (sum_beta == 0.f) std::fill(sum, sum + M * N, 0.f);  // more threads than chunks
+    if (!summed) std::fill(sum, sum + M * N, 0.f);  // more threads than chunks
   }
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i)
@@ -359,9 +378,10 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     if (own && !B.is_bf16())
       if (const Kept* k = constant_form(bf16 ? Form::bf16_pack : Form::f32_pack, trans_b, K, N, B.data(), ldb))
         return gemm::multiply(trans_a, M, A, lda, *k->pack, beta != 0.f, C, ldc, epilogue);
-    if (A.is_bf16() || B.is_bf16() || !split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()))
+    // A·Bᵀ's chunks are copied as floats.
+    if (!split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()) || (!trans_a && (A.is_bf16() || B.is_bf16())))
       return product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);
-    matmul_split_k(product, M, N, K, A.data(), lda, B.data(), ldb, beta, C, ldc);
+    matmul_split_k(product, trans_a, M, N, K, A, lda, B, ldb, beta, C, ldc);
     if (epilogue) (*epilogue)(0, M, 0, N);
     return;
   }
