@@ -421,10 +421,10 @@ enum PeakKind { kFp32, kBf16Dot, kBf16Tiles };
 double g_peak[3][3] = {};
 
 // The matrix products under the ops, at the products of the gMLP block's linear layers (fc1 and
-// fc2: forward y = x·Wᵀ, input gradient dx = dy·W, weight gradient dW = dyᵀ·x) and of the gating unit's per-image token
-// projection (N×N by N×H), by each engine: oneDNN's sgemm and gmlp's own in f32 (core/gemm.h, as
-// the layers call it through core/matmul.h: a weight gradient's long sum split across the
-// threads); in bf16 gmlp's own
+// fc2: forward y = x·Wᵀ, input gradient dx = dy·W, weight gradient dW = dyᵀ·x) and of the gating
+// unit's per-image token projection (N×N by N×H), by each engine: oneDNN's sgemm and gmlp's own
+// in f32 (core/gemm.h, as the layers call it through core/matmul.h: a weight gradient's long sum
+// split across the threads); in bf16 gmlp's own
 // product (AVX512-BF16, core/gemm.h) and oneDNN's matmul primitive (AMX tiles where the CPU has
 // them; the operands rounded into copies first), side by side on the same CPU (set_bf16_engine);
 // bf16_stored is gmlp's own bf16 on operands stored as bfloat16, as a layer stores the activations

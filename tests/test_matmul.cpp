@@ -180,8 +180,9 @@ TEST(Matmul, SplitKOnTwoThreadsMatchesTheDoubleProduct) {
 }
 
 TEST(Matmul, SplitKWeightGradientOfStoredBf16GivesTheBitsOfFloats) {
-  // dW = dyᵀ·x with both stored as bf16 (as a layer stores them) takes the split-K path as the
-  // floats they were rounded from do, and gives the same bits.
+  // dW = dyᵀ·x with both stored as bf16 (as a layer stores them), a shape whose sum the threads
+  // split by rows: each thread's rows of the stored operands give the bits of the floats they
+  // were rounded from.
   if (!gemm::bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
   const int saved = num_threads();
   set_threads(2);
