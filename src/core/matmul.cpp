@@ -244,10 +244,11 @@ void matmul_split_k(Product product, bool trans_a, int64_t M, int64_t N, int64_t
     bool summed = false;  // the first chunk a thread takes overwrites its sum
     if (trans_a) {        // C = Aᵀ·B: this thread's block of rows of both, in place
       const int64_t k0 = K * t / threads, k1 = K * (t + 1) / threads;
-      if (k0 < k1)
+      if (k0 < k1) {
         product(true, false, M, N, k1 - k0, from_row(A, k0, lda), lda, from_row(B, k0, ldb), ldb, false, sum, N,
                 nullptr);
-      summed = k0 < k1;
+        summed = true;
+      }
     } else {  // C = A·Bᵀ: chunks of kChunk columns of both, copied densely
       thread_local std::vector<float> a, b;
       a.resize(size_t(M * kChunk)), b.resize(size_t(N * kChunk));
