@@ -282,6 +282,56 @@ TEST(FastVsRef, LinearWithFusedGeluIsTheUnfusedLayerBitForBit) {
   }
 }
 
+// In bf16 precision a layer keeps GELU's slope as bfloat16: the forward stores the float slope
+// rounded to nearest even, with y unchanged, and every backward that reads it (the fused epilogue,
+// the pass with the bias gradient, and the one storing its result as bf16) gives the bits that
+// the rounded slope as floats gives, on 1 and 2 threads.
+TEST(FastVsRef, GeluSlopeStoredAsBf16ActsAsTheRoundedSlope) {
+  const int64_t M = 301, in = 300, out = 133;
+  Rng rng(13);
+  auto x = randn<float>(M * in, rng), W = randn<float>(out * in, rng, 0.1), b = randn<float>(out, rng);
+  std::vector<float> y(M * out), y16(M * out), slope(M * out), slope16(M * out / 2 + 1);
+  linear_forward(y.data(), x.data(), W.data(), b.data(), M, in, out, Activation::gelu, slope.data());
+  linear_forward(y16.data(), x.data(), W.data(), b.data(), M, in, out, Activation::gelu, slope16.data(), true);
+  EXPECT_EQ(y, y16);
+  const auto* s16 = reinterpret_cast<const uint16_t*>(slope16.data());
+  std::vector<float> rounded(M * out);
+  for (int64_t i = 0; i < M * out; ++i) {
+    ASSERT_EQ(s16[i], float_to_bf16(slope[i])) << "element " << i;
+    rounded[i] = bf16_to_float(s16[i]);
+  }
+  const int threads = omp_get_max_threads();
+  for (const int t : {1, 2}) {
+    omp_set_num_threads(t);
+    const auto d = randn<float>(M * out, rng);
+    auto d1 = d, d2 = d;
+    std::vector<float> db1(out, 0.5f), db2 = db1;
+    gelu_backward_by_slope(d1.data(), rounded.data(), M, out, db1.data());
+    gelu_backward_by_slope(d2.data(), slope16.data(), M, out, db2.data(), nullptr, true);
+    EXPECT_EQ(d1, d2) << t << " threads";
+    EXPECT_EQ(db1, db2) << "the bias gradient, " << t << " threads";
+    if (gemm::bf16_available()) {
+      auto d3 = d, d4 = d;
+      std::vector<uint16_t> h3(M * out), h4(M * out);
+      std::vector<float> db3(out, 0.5f), db4 = db3;
+      gelu_backward_by_slope(d3.data(), rounded.data(), M, out, db3.data(), h3.data());
+      gelu_backward_by_slope(d4.data(), slope16.data(), M, out, db4.data(), h4.data(), true);
+      EXPECT_EQ(h3, h4) << "stored as bf16, " << t << " threads";
+      EXPECT_EQ(db3, db4) << "the bias gradient when stored as bf16, " << t << " threads";
+    }
+    // The next layer's input gradient with GELU's backward fused into its product.
+    const auto dy = randn<float>(M * in, rng);
+    std::vector<float> dx1(M * out), dx2(M * out), dW1(out * in, 0.f), dW2 = dW1;
+    const std::vector<float> Wt = randn<float>(in * out, rng, 0.1);
+    linear_backward(dx1.data(), dW1.data(), static_cast<float*>(nullptr), dy.data(), y.data(), Wt.data(), M, out, in,
+                    Write::overwrite, Activation::gelu, rounded.data());
+    linear_backward(dx2.data(), dW2.data(), static_cast<float*>(nullptr), dy.data(), y.data(), Wt.data(), M, out, in,
+                    Write::overwrite, Activation::gelu, slope16.data(), true);
+    omp_set_num_threads(threads);
+    EXPECT_EQ(dx1, dx2) << "fused into the product, " << t << " threads";
+  }
+}
+
 // The bias gradient's column sums split rows across threads above 2^15 elements: every row
 // counted once, in any thread count, into a strided gradient that already holds values.
 TEST(FastVsRef, ColumnSumsSplitAcrossThreads) {

@@ -70,8 +70,9 @@ void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Opera
 // dst[i] = src[i] rounded to bfloat16 as bf16gemm rounds while it packs (vcvtne2ps2bf16), for ops
 // that store an activation as bf16. With scale, src[i]·scale[i] is rounded instead, and with sum,
 // also added to sum[i] (in fp32): a scaled row stored and summed into a column sum in one pass.
-// Needs bf16_available().
+// The scale may be stored as bfloat16. Needs bf16_available().
 void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scale = nullptr, float* sum = nullptr);
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum = nullptr);
 
 // op(B) packed once, for products that multiply many A by the same B (a layer's weights in an
 // inference-only process): the panels sgemm or bf16gemm would pack again on every call, laid

@@ -185,12 +185,23 @@ void pack_b_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int
 }
 
 namespace {
+// 16 floats at p, of which the lanes of m (all unless Masked); bfloat16 ones widened.
+template <bool Masked>
+inline __m512 load16(const float* p, __mmask16 m) {
+  return Masked ? _mm512_maskz_loadu_ps(m, p) : _mm512_loadu_ps(p);
+}
+template <bool Masked>
+inline __m512 load16(const uint16_t* p, __mmask16 m) {
+  const __m256i h = Masked ? _mm256_maskz_loadu_epi16(m, p) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 // Elements [i, i + 32) of round_to_bf16, of which the lanes of m0 and m1 (masked only at the end of
 // a row: a masked store does not forward to the next row's load of the same sums).
-template <bool Masked>
-inline void round32(uint16_t* dst, const float* src, int64_t i, const float* scale, float* sum, __mmask16 m0,
+template <bool Masked, class Scale>
+inline void round32(uint16_t* dst, const float* src, int64_t i, const Scale* scale, float* sum, __mmask16 m0,
                     __mmask16 m1) {
-  auto load = [&](const float* p, __mmask16 m) { return Masked ? _mm512_maskz_loadu_ps(m, p) : _mm512_loadu_ps(p); };
+  auto load = [&](const auto* p, __mmask16 m) { return load16<Masked>(p, m); };
   auto store = [&](float* p, __mmask16 m, __m512 x) {
     Masked ? _mm512_mask_storeu_ps(p, m, x) : _mm512_storeu_ps(p, x);
   };
@@ -208,10 +219,20 @@ inline void round32(uint16_t* dst, const float* src, int64_t i, const float* sca
 }
 }  // namespace
 
-void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum) {
+namespace {
+template <class Scale>
+void round_rows(uint16_t* dst, const float* src, int64_t n, const Scale* scale, float* sum) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) round32<false>(dst, src, i, scale, sum, 0xffff, 0xffff);
   if (i < n) round32<true>(dst, src, i, scale, sum, first16(n - i), first16(n - i - 16));
+}
+}  // namespace
+
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum) {
+  round_rows(dst, src, n, scale, sum);
+}
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum) {
+  round_rows(dst, src, n, scale, sum);
 }
 
 }  // namespace gmlp::gemm

@@ -51,9 +51,9 @@ struct LinearParams {
   // With act, y is the activation of the product plus bias, and slope (when given) its
   // derivative there (linear_forward).
   template <class T>
-  void forward(T* y, OperandOf<T> x, const T* wt, int64_t M, Activation act = Activation::none,
-               T* slope = nullptr) const {
-    linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out, act, slope);
+  void forward(T* y, OperandOf<T> x, const T* wt, int64_t M, Activation act = Activation::none, T* slope = nullptr,
+               bool slope_bf16 = false) const {
+    linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out, act, slope, slope_bf16);
   }
   std::string emit(OnnxBuilder& g, const std::string& x) const { return g.linear(x, w, b); }
   // dx (nullptr: not wanted) overwritten, or with Write::accumulate added to. With act, x is
@@ -61,9 +61,10 @@ struct LinearParams {
   // the op that made dy has added the bias's gradient already.
   template <class T>
   void backward(T* dx, OperandOf<T> dy, OperandOf<T> x, const T* wt, T* g, int64_t M, Write dx_write = Write::overwrite,
-                Activation act = Activation::none, const T* slope = nullptr, bool bias_summed = false) const {
+                Activation act = Activation::none, const T* slope = nullptr, bool slope_bf16 = false,
+                bool bias_summed = false) const {
     linear_backward(dx, g + w, b >= 0 && !bias_summed ? g + b : nullptr, dy, x, wt + w, M, in, out, dx_write, act,
-                    slope);
+                    slope, slope_bf16);
   }
 };
 
@@ -90,9 +91,10 @@ class ChannelMlp final : public Branch<T> {
   }
   void forward(T* y, const T* xn, const T* w, int64_t B) override {
     const int64_t M = d_.N * B;
+    slope_bf16_ = gelu_slope_bf16<T>();
     {
       GMLP_PROFILE("fwd.fc1");  // and GELU, fused into the product
-      fc1_.forward(a_, xn, w, M, Activation::gelu, z_);
+      fc1_.forward(a_, xn, w, M, Activation::gelu, z_, slope_bf16_);
     }
     {
       GMLP_PROFILE("fwd.fc2");
@@ -103,7 +105,7 @@ class ChannelMlp final : public Branch<T> {
     const int64_t M = d_.N * B;
     {
       GMLP_PROFILE("bwd.fc2");  // and GELU's backward, fused into the product
-      fc2_.backward(da_, dy, a_, w, g, M, Write::overwrite, Activation::gelu, z_);
+      fc2_.backward(da_, dy, a_, w, g, M, Write::overwrite, Activation::gelu, z_, slope_bf16_);
     }
     {
       GMLP_PROFILE("bwd.fc1");
@@ -121,6 +123,7 @@ class ChannelMlp final : public Branch<T> {
   InitStyle style_;
   LinearParams fc1_, fc2_;
   T *z_ = nullptr, *a_ = nullptr, *da_ = nullptr;
+  bool slope_bf16_ = false;  // z_ holds GELU's slope as bfloat16 (gelu_slope_bf16), as the last forward wrote it
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -291,7 +294,8 @@ class GatingMlp final : public Branch<T> {
     const int64_t M = d_.N * B;
     {
       GMLP_PROFILE("fwd.fc1");  // and GELU, fused into the product
-      fc1_.forward(a_, xn, w, M, Activation::gelu, z_);
+      slope_bf16_ = gelu_slope_bf16<T>();
+      fc1_.forward(a_, xn, w, M, Activation::gelu, z_, slope_bf16_);
     }
     if (A_ > 0) {
       GMLP_PROFILE("fwd.tiny_attn");
@@ -330,12 +334,12 @@ class GatingMlp final : public Branch<T> {
     {
       GMLP_PROFILE("bwd.gelu");
       gelu_backward_by_slope(dz_, z_, M, F_, fc1_.b >= 0 ? g + fc1_.b : nullptr,
-                             dz_bf16 ? reinterpret_cast<uint16_t*>(dz16_) : nullptr);
+                             dz_bf16 ? reinterpret_cast<uint16_t*>(dz16_) : nullptr, slope_bf16_);
     }
     {
       GMLP_PROFILE("bwd.fc1");
       fc1_.backward(dxn, stored(dz_bf16 ? dz16_ : dz_, dz_bf16), xn, w, g, M, Write::overwrite, Activation::none,
-                    static_cast<const T*>(nullptr), /*bias_summed=*/true);
+                    static_cast<const T*>(nullptr), false, /*bias_summed=*/true);
     }
     if (A_ > 0) {
       GMLP_PROFILE("bwd.tiny_attn");
@@ -377,7 +381,8 @@ class GatingMlp final : public Branch<T> {
   const SharedScoreBias<T>* score_bias_;
   LinearParams fc1_, fc2_, qkv_, aproj_;
   int64_t gnorm_w_ = 0, gnorm_b_ = 0, proj_w_ = 0, proj_b_ = 0;
-  bool bf16_ = false;  // the last forward stored the gate's output and v̂ as bf16
+  bool bf16_ = false;        // the last forward stored the gate's output and v̂ as bf16
+  bool slope_bf16_ = false;  // z_ holds GELU's slope as bfloat16 (gelu_slope_bf16), as the last forward wrote it
   T *z_ = nullptr, *a_ = nullptr, *vn_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr, *g_ = nullptr, *s_ = nullptr;
   T *qkv_buf_ = nullptr, *probs_ = nullptr, *ao_ = nullptr, *r_ = nullptr;
   T *ds_ = nullptr, *dz_ = nullptr, *dz16_ = nullptr;

@@ -7,9 +7,12 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/bf16.h"
 #include "core/error.h"
 #include "core/fast_math.h"
 #include "core/gemm.h"
+#include "core/matmul.h"
+#include "core/operand.h"
 #include "core/threads.h"
 #include "ops/linear.h"
 
@@ -104,8 +107,25 @@ void gelu_forward(T* y, const T* x, int64_t n) {
 }
 
 template <class T>
-void gelu_forward_serial(T* y, const T* x, int64_t n, T* slope) {
+bool gelu_slope_bf16() {
+  return std::is_same_v<T, float> && matmul_precision() == Precision::bf16;
+}
+
+template <class T>
+void gelu_forward_serial(T* y, const T* x, int64_t n, T* slope, bool slope_bf16) {
   if (!slope) return gelu_forward_span(y, x, n);
+  if constexpr (std::is_same_v<T, float>)
+    if (slope_bf16) {
+      uint16_t* s16 = reinterpret_cast<uint16_t*>(slope);
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) {
+        const T xi = x[i], e = erf_scaled(xi);
+        s16[i] = float_to_bf16(gelu_slope_of(xi, e));
+        y[i] = gelu_of(xi, e);
+      }
+      return;
+    }
+  GMLP_CHECK(!slope_bf16);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {  // one erf for both
     const T xi = x[i], e = erf_scaled(xi);
@@ -114,27 +134,55 @@ void gelu_forward_serial(T* y, const T* x, int64_t n, T* slope) {
   }
 }
 
-template <class T>
-void gelu_backward_by_slope_serial(T* d, const T* slope, int64_t n) {
+namespace {
+// d[i] = d[i] · slope[i], with the product also added to acc[i] when acc is given.
+template <class T, class S>
+void scale_by_slope(T* __restrict d, const S* __restrict slope, int64_t n, T* __restrict acc) {
+  const auto at = [&](int64_t i) {
+    if constexpr (std::is_same_v<S, uint16_t>)
+      return bf16_to_float(slope[i]);
+    else
+      return slope[i];
+  };
+  if (!acc) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) d[i] *= slope[i];
+    for (int64_t i = 0; i < n; ++i) d[i] *= at(i);
+    return;
+  }
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = d[i] * at(i);
+    d[i] = v;
+    acc[i] += v;
+  }
 }
 
 template <class T>
-void gelu_backward_by_slope(T* d, const T* slope, int64_t M, int64_t C, T* dbias, uint16_t* d16) {
+void scale_by_slope(T* d, const T* slope, int64_t n, T* acc, bool slope_bf16) {
+  if constexpr (std::is_same_v<T, float>)
+    if (slope_bf16) return scale_by_slope(d, reinterpret_cast<const uint16_t*>(slope), n, acc);
+  GMLP_CHECK(!slope_bf16);
+  scale_by_slope(d, slope, n, acc);
+}
+}  // namespace
+
+template <class T>
+void gelu_backward_by_slope_serial(T* d, const T* slope, int64_t n, bool slope_bf16) {
+  scale_by_slope(d, slope, n, static_cast<T*>(nullptr), slope_bf16);
+}
+
+template <class T>
+void gelu_backward_by_slope(T* d, const T* slope, int64_t M, int64_t C, T* dbias, uint16_t* d16, bool slope_bf16) {
   GMLP_CHECK((!d16 || std::is_same_v<T, float>));
   for_rows_summing_columns(dbias, M, C, [&](int64_t i, T* acc) {
     T* row = d + i * C;
-    const T* s = slope + i * C;
+    const T* s = element(slope, i * C, slope_bf16);
     if constexpr (std::is_same_v<T, float>)
-      if (d16) return gemm::round_to_bf16(d16 + i * C, row, C, s, acc);  // scaled, summed, rounded from registers
-    if (!acc) return gelu_backward_by_slope_serial(row, s, C);
-#pragma omp simd
-    for (int64_t j = 0; j < C; ++j) {
-      const T v = row[j] * s[j];
-      row[j] = v;
-      acc[j] += v;
-    }
+      if (d16) {  // scaled, summed, rounded from registers
+        if (slope_bf16) return gemm::round_to_bf16(d16 + i * C, row, C, reinterpret_cast<const uint16_t*>(s), acc);
+        return gemm::round_to_bf16(d16 + i * C, row, C, s, acc);
+      }
+    scale_by_slope(row, s, C, acc, slope_bf16);
   });
 }
 
@@ -162,14 +210,15 @@ void gelu_backward_ref(T* dx, const T* dy, const T* x, int64_t n) {
   }
 }
 
-#define GMLP_INSTANTIATE(T)                                                               \
-  template void gelu_forward<T>(T*, const T*, int64_t);                                   \
-  template void gelu_forward_serial<T>(T*, const T*, int64_t, T*);                        \
-  template void gelu_backward_by_slope<T>(T*, const T*, int64_t, int64_t, T*, uint16_t*); \
-  template void gelu_backward_by_slope_serial<T>(T*, const T*, int64_t);                  \
-  template void gelu_backward<T>(T*, const T*, const T*, int64_t);                        \
-  template void gelu_backward_inplace<T>(T*, const T*, int64_t);                          \
-  template void gelu_forward_ref<T>(T*, const T*, int64_t);                               \
+#define GMLP_INSTANTIATE(T)                                                                     \
+  template void gelu_forward<T>(T*, const T*, int64_t);                                         \
+  template void gelu_forward_serial<T>(T*, const T*, int64_t, T*, bool);                        \
+  template bool gelu_slope_bf16<T>();                                                           \
+  template void gelu_backward_by_slope<T>(T*, const T*, int64_t, int64_t, T*, uint16_t*, bool); \
+  template void gelu_backward_by_slope_serial<T>(T*, const T*, int64_t, bool);                  \
+  template void gelu_backward<T>(T*, const T*, const T*, int64_t);                              \
+  template void gelu_backward_inplace<T>(T*, const T*, int64_t);                                \
+  template void gelu_forward_ref<T>(T*, const T*, int64_t);                                     \
   template void gelu_backward_ref<T>(T*, const T*, const T*, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

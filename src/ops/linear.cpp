@@ -14,7 +14,7 @@ namespace gmlp {
 
 template <class T>
 void linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t M, int64_t in, int64_t out, Activation act,
-                    T* slope) {
+                    T* slope, bool slope_bf16) {
   const auto apply = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     for (int64_t r = r0; r < r1; ++r) {
       T* row = y + r * out;
@@ -23,7 +23,8 @@ void linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t M, int
         for (int64_t j = c0; j < c1; ++j) row[j] += b[j];
       }
       if (act == Activation::gelu)
-        gelu_forward_serial(row + c0, row + c0, c1 - c0, slope ? slope + r * out + c0 : nullptr);
+        gelu_forward_serial(row + c0, row + c0, c1 - c0, slope ? element(slope, r * out + c0, slope_bf16) : nullptr,
+                            slope_bf16);
     }
   };
   const gemm::Epilogue epilogue(apply);
@@ -45,11 +46,12 @@ void column_sum_add(T* db, const T* dy, int64_t ldy, int64_t M, int64_t C) {
 
 template <class T>
 void linear_backward(T* dx, T* dW, T* db, OperandOf<T> dy, OperandOf<T> x, const T* W, int64_t M, int64_t in,
-                     int64_t out, Write dx_write, Activation act, const T* slope) {
+                     int64_t out, Write dx_write, Activation act, const T* slope, bool slope_bf16) {
   // fwd: y = x·Wᵀ + b  =>  dx += dy·W;  dW += dyᵀ·x;  db += Σ_rows dy
   GMLP_CHECK(act == Activation::none || (dx && slope && dx_write == Write::overwrite));
   const auto gelu_grad = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    for (int64_t r = r0; r < r1; ++r) gelu_backward_by_slope_serial(dx + r * in + c0, slope + r * in + c0, c1 - c0);
+    for (int64_t r = r0; r < r1; ++r)
+      gelu_backward_by_slope_serial(dx + r * in + c0, element(slope, r * in + c0, slope_bf16), c1 - c0, slope_bf16);
   };
   const gemm::Epilogue activation(gelu_grad);
   if (dx)
@@ -83,9 +85,10 @@ void linear_backward_ref(T* dx, T* dW, T* db, const T* dy, const T* x, const T* 
 }
 
 #define GMLP_INSTANTIATE(T)                                                                                        \
-  template void linear_forward<T>(T*, Operand<T>, const T*, const T*, int64_t, int64_t, int64_t, Activation, T*);  \
+  template void linear_forward<T>(T*, Operand<T>, const T*, const T*, int64_t, int64_t, int64_t, Activation, T*,   \
+                                  bool);                                                                           \
   template void linear_backward<T>(T*, T*, T*, Operand<T>, Operand<T>, const T*, int64_t, int64_t, int64_t, Write, \
-                                   Activation, const T*);                                                          \
+                                   Activation, const T*, bool);                                                    \
   template void linear_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                \
   template void linear_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);       \
   template void column_sum_add<T>(T*, const T*, int64_t, int64_t, int64_t);

@@ -21,22 +21,23 @@ enum class Activation { none, gelu };
 // act = gelu the activation, are applied by the product to each block of its output while the
 // block is in cache: with gelu, y = GELU(x·Wᵀ + b), the same bits as gelu_forward after the
 // layer, and slope (M, out), when given (training), receives GELU's derivative there, from the
-// same erf: what backward multiplies by (linear_backward, gelu_backward_by_slope).
-// x may be stored as bf16 (core/operand.h).
+// same erf: what backward multiplies by (linear_backward, gelu_backward_by_slope); with
+// slope_bf16, as bfloat16 (gelu_slope_bf16()). x may be stored as bf16 (core/operand.h).
 template <class T>
 void linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t M, int64_t in, int64_t out,
-                    Activation act = Activation::none, T* slope = nullptr);
+                    Activation act = Activation::none, T* slope = nullptr, bool slope_bf16 = false);
 
 // Accumulates: dx += dy·W (skipped when dx is nullptr), dW += dyᵀ·x, db += Σ_rows dy.
 // With Write::overwrite, dx = dy·W instead (saves zeroing a fresh buffer). With act = gelu (and
 // dx overwritten), x being GELU(z) and slope GELU'(z) (linear_forward's): dx = (dy·W) ⊙ slope,
 // the gradient of the activation's input, fused into the product (the same bits as
-// gelu_backward_inplace after it). dy and x may be stored as bf16 (core/operand.h); db, which sums
-// dy's rows, needs dy as floats (else nullptr: the op that made dy sums it, as sgu_backward does).
+// gelu_backward_inplace after it, for a float slope; slope_bf16 as linear_forward's). dy and x may
+// be stored as bf16 (core/operand.h); db, which sums dy's rows, needs dy as floats (else nullptr:
+// the op that made dy sums it, as sgu_backward does).
 template <class T>
 void linear_backward(T* dx, T* dW, T* db, OperandOf<T> dy, OperandOf<T> x, const T* W, int64_t M, int64_t in,
                      int64_t out, Write dx_write = Write::accumulate, Activation act = Activation::none,
-                     const T* slope = nullptr);
+                     const T* slope = nullptr, bool slope_bf16 = false);
 
 // Plain loops, the reference the fast versions are held to.
 template <class T>
