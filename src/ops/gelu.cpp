@@ -8,12 +8,14 @@
 #include <type_traits>
 
 #include "core/bf16.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/fast_math.h"
 #include "core/gemm.h"
 #include "core/matmul.h"
 #include "core/operand.h"
 #include "core/threads.h"
+#include "ops/gelu_avx512.h"
 #include "ops/linear.h"
 
 namespace gmlp {
@@ -68,10 +70,20 @@ inline T gelu_slope_of(T x, T e) {
 }
 }  // namespace
 
+namespace {
+// Whether the float loops run on AVX-512's (ops/gelu_avx512.h): where the CPU has it.
+bool avx512() {
+  static const bool on = cpu_features().avx512f;
+  return on;
+}
+}  // namespace
+
 // Inner loops on one thread's contiguous share, written so the compiler vectorises them. The
 // forward may run in place (y = x): each element is read before it is written.
 template <class T>
 void gelu_forward_span(T* y, const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (avx512()) return gelu_avx512::forward(y, x, n, nullptr, false);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = gelu_of(x[i], erf_scaled(x[i]));
 }
@@ -79,12 +91,16 @@ void gelu_forward_span(T* y, const T* x, int64_t n) {
 template <class T>
 void gelu_backward_span(T* __restrict dx, const T* __restrict dy, const T* __restrict x, int64_t n) {
   // fwd: y = x·Φ(x)  =>  dx += dy·(Φ(x) + x·φ(x))
+  if constexpr (std::is_same_v<T, float>)
+    if (avx512()) return gelu_avx512::backward(dx, dy, x, n);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * gelu_slope_of(x[i], erf_scaled(x[i]));
 }
 
 template <class T>
 void gelu_backward_inplace_span(T* __restrict d, const T* __restrict x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (avx512()) return gelu_avx512::backward_inplace(d, x, n);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) d[i] *= gelu_slope_of(x[i], erf_scaled(x[i]));
 }
@@ -114,7 +130,8 @@ bool gelu_slope_bf16() {
 template <class T>
 void gelu_forward_serial(T* y, const T* x, int64_t n, T* slope, bool slope_bf16) {
   if (!slope) return gelu_forward_span(y, x, n);
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    if (avx512()) return gelu_avx512::forward(y, x, n, slope, slope_bf16);
     if (slope_bf16) {
       uint16_t* s16 = reinterpret_cast<uint16_t*>(slope);
 #pragma omp simd
@@ -125,6 +142,7 @@ void gelu_forward_serial(T* y, const T* x, int64_t n, T* slope, bool slope_bf16)
       }
       return;
     }
+  }
   GMLP_CHECK(!slope_bf16);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {  // one erf for both
