@@ -25,7 +25,8 @@ constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 
 // A branch-free float erf that the compiler vectorises (libm's is a scalar call); exp is in
-// core/fast_math.h.
+// core/fast_math.h. Float GELU runs on them where the CPU has no AVX-512 (ops/gelu_avx512.h
+// otherwise); double keeps libm's.
 // erf: the odd/even rational minimax approximation on [-4, 4] used by XLA and Eigen (max error
 // a few ulp; |erf| rounds to 1 beyond 4 in float).
 inline float erf_fast(float x) {
@@ -68,9 +69,7 @@ inline T gelu_slope_of(T x, T e) {
   const T pdf = T(kInvSqrt2Pi) * gauss_of(x);
   return cdf + x * pdf;
 }
-}  // namespace
 
-namespace {
 // Whether the float loops run on AVX-512's (ops/gelu_avx512.h): where the CPU has it.
 bool avx512() {
   static const bool on = cpu_features().avx512f;
