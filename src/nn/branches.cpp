@@ -292,9 +292,9 @@ class GatingMlp final : public Branch<T> {
   }
   void forward(T* y, const T* xn, const T* w, int64_t B) override {
     const int64_t M = d_.N * B;
+    slope_bf16_ = gelu_slope_bf16<T>();
     {
       GMLP_PROFILE("fwd.fc1");  // and GELU, fused into the product
-      slope_bf16_ = gelu_slope_bf16<T>();
       fc1_.forward(a_, xn, w, M, Activation::gelu, z_, slope_bf16_);
     }
     if (A_ > 0) {
