@@ -10,8 +10,8 @@
 
 #include <immintrin.h>
 
-#include <array>
 #include <cmath>
+#include <utility>
 
 namespace gmlp::gelu_avx512 {
 
