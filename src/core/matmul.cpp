@@ -228,8 +228,7 @@ using Product = void (*)(bool, bool, int64_t, int64_t, int64_t, Operand<float>, 
 
 // Rows [k, …) of an operand stored with row stride ld, as stored (floats or bf16).
 Operand<float> from_row(Operand<float> X, int64_t k, int64_t ld) {
-  if (X.is_bf16()) return Operand<float>::bf16(static_cast<const uint16_t*>(X.address()) + k * ld);
-  return X.data() + k * ld;
+  return stored(element(static_cast<const float*>(X.address()), k * ld, X.is_bf16()), X.is_bf16());
 }
 
 void matmul_split_k(Product product, bool trans_a, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,

@@ -126,29 +126,32 @@ bool gelu_slope_bf16() {
   return std::is_same_v<T, float> && matmul_precision() == Precision::bf16;
 }
 
+namespace {
+// y = GELU(x) and the slope, from one erf, the slope stored as S (T, or bfloat16 for float).
+template <class T, class S>
+void gelu_and_slope(T* y, const T* x, int64_t n, S* slope) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T xi = x[i], e = erf_scaled(xi);
+    const T s = gelu_slope_of(xi, e);
+    if constexpr (std::is_same_v<S, uint16_t>)
+      slope[i] = float_to_bf16(s);
+    else
+      slope[i] = s;
+    y[i] = gelu_of(xi, e);
+  }
+}
+}  // namespace
+
 template <class T>
 void gelu_forward_serial(T* y, const T* x, int64_t n, T* slope, bool slope_bf16) {
   if (!slope) return gelu_forward_span(y, x, n);
   if constexpr (std::is_same_v<T, float>) {
     if (avx512()) return gelu_avx512::forward(y, x, n, slope, slope_bf16);
-    if (slope_bf16) {
-      uint16_t* s16 = reinterpret_cast<uint16_t*>(slope);
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) {
-        const T xi = x[i], e = erf_scaled(xi);
-        s16[i] = float_to_bf16(gelu_slope_of(xi, e));
-        y[i] = gelu_of(xi, e);
-      }
-      return;
-    }
+    if (slope_bf16) return gelu_and_slope(y, x, n, reinterpret_cast<uint16_t*>(slope));
   }
   GMLP_CHECK(!slope_bf16);
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {  // one erf for both
-    const T xi = x[i], e = erf_scaled(xi);
-    slope[i] = gelu_slope_of(xi, e);
-    y[i] = gelu_of(xi, e);
-  }
+  gelu_and_slope(y, x, n, slope);
 }
 
 namespace {
