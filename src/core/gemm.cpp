@@ -93,16 +93,22 @@ struct View {
 // Rows [0, rows) × depth [0, kc) of op(A) into MR-row panels: panel t holds a[k·MR + i] for its
 // rows t·MR + i, zero beyond `rows`.
 void pack_a(float* dst, View a, int64_t rows, int64_t kc) {
-  for (int64_t t = 0; t < rows; t += kMR, dst += kMR * kc) {
+  int64_t t = 0;
+  if (a.rs == 1) {  // columns contiguous (op(A) = Aᵀ): each panel takes kMR consecutive floats per k
+    // k outermost: each k's floats of the block are read once, left to right, and dealt out to the
+    // panels. Panel by panel, each went down all kc rows again for its 6 floats, missing L1 on
+    // every row: that pass was a quarter of a weight gradient's product.
+    const int64_t full = rows / kMR * kMR;
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = a.f() + k * a.cs;
+      for (int64_t i = 0; i < full; i += kMR) std::memcpy(dst + i * kc + k * kMR, src + i, kMR * sizeof(float));
+    }
+    t = full, dst += full * kc;
+  }
+  for (; t < rows; t += kMR, dst += kMR * kc) {
     const int64_t n = std::min<int64_t>(kMR, rows - t);
     if (n == kMR && a.cs == 1) {  // rows contiguous along k
       pack_a_rows_avx2(dst, a.f() + t * a.rs, a.rs, kc);
-      continue;
-    }
-    if (n == kMR && a.rs == 1) {  // columns contiguous: kMR consecutive floats per k
-      for (int64_t k = 0; k < kc; ++k)
-#pragma GCC unroll 8
-        for (int i = 0; i < kMR; ++i) dst[k * kMR + i] = a.f()[k * a.cs + t + i];
       continue;
     }
     for (int64_t k = 0; k < kc; ++k) {
