@@ -465,6 +465,62 @@ TEST(FastVsRef, Sgu) {
     }
 }
 
+// GELU's backward inside the gate's (SguGelu, the gating MLP's): each row of dz as the gate's
+// backward and then gelu_backward_by_slope's own pass make it, bit for bit, with the slope as
+// floats and as bf16, dz as floats and stored as bf16, for every gate, with aMLP's residual and
+// padding, on 1 and 2 threads. fc1's bias gradient sums the rows image by image instead of in
+// blocks of rows, so it matches to rounding.
+TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
+  const int saved = num_threads();
+  for (const char* gate : {"split", "multiplicative", "additive", "linear"})
+    for (const int64_t B : {1, 6})
+      for (const int threads : {1, 2}) {
+        SCOPED_TRACE(std::string(gate) + " B=" + std::to_string(B) + " threads=" + std::to_string(threads));
+        set_threads(threads);
+        std::vector<uint8_t> pad(size_t(B) * 49, 0);
+        for (int64_t b = 0; b < B; ++b) pad[size_t(b * 49 + 40)] = 1;
+        const SguShape s{49, B, 38, parse_sgu_gate(gate), B > 1 ? pad.data() : nullptr};
+        const int64_t M = s.rows(), H = s.H(), N = s.N, F = s.F;
+        Rng rng(14);
+        auto z = randn<float>(M * F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
+        auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
+        auto res = randn<float>(M * H, rng), pre = randn<float>(M * F, rng);
+        std::vector<float> out(M * H), vn(M * H), mean(M), rstd(M), g(M * H), a(M * F), slope(M * F);
+        std::vector<float> slope16((M * F + 1) / 2);
+        gelu_forward_serial(a.data(), pre.data(), M * F, slope.data());
+        if (gemm::bf16_available()) gelu_forward_serial(a.data(), pre.data(), M * F, slope16.data(), true);
+        sgu_forward(out.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(),
+                    W.data(), b.data(), s, 1e-5f, B > 1 ? res.data() : nullptr);
+        for (const bool bf16 : {false, true}) {
+          if (bf16 && !gemm::bf16_available()) continue;
+          SCOPED_TRACE(bf16 ? "slope and dz as bf16" : "floats");
+          const float* sl = bf16 ? slope16.data() : slope.data();
+          auto run = [&](bool fused, std::vector<float>& dz, std::vector<uint16_t>& dz16, std::vector<float>& dbias,
+                         std::vector<float>& dW) {
+            dz.assign(size_t(M * F), std::nanf("")), dz16.assign(size_t(M * F), 0), dbias.assign(size_t(F), 0.5f);
+            dW.assign(size_t(N * N), 0.f);
+            std::vector<float> dgm(H, 0.f), dbt(H, 0.f), db(N, 0.f), dres(M * H);
+            const SguGelu<float> act{sl, bf16, dbias.data(), bf16 ? dz16.data() : nullptr};
+            sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), dout.data(), z.data(), vn.data(),
+                         mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, B > 1 ? dres.data() : nullptr,
+                         false, fused ? &act : nullptr);
+            if (!fused) gelu_backward_by_slope(dz.data(), sl, M, F, dbias.data(), bf16 ? dz16.data() : nullptr, bf16);
+          };
+          std::vector<float> dz1, dz2, db1, db2, dW1, dW2;
+          std::vector<uint16_t> h1, h2;
+          run(false, dz1, h1, db1, dW1);
+          run(true, dz2, h2, db2, dW2);
+          if (bf16)
+            EXPECT_EQ(h1, h2) << "dz stored as bf16";
+          else
+            EXPECT_EQ(dz1, dz2);
+          EXPECT_EQ(dW1, dW2);
+          EXPECT_TRUE(close("fc1's bias gradient", db2, db1, tol::kFastVsRef, 30.0));  // sums over N·B rows
+        }
+      }
+  set_threads(saved);
+}
+
 // GELU's backward fused into the product of the next layer's input gradient: the unfused
 // gradient through gelu_backward_inplace, bit for bit, on 1 and 2 threads.
 TEST(FastVsRef, LinearBackwardWithFusedGeluIsTheUnfusedBitForBit) {

@@ -323,18 +323,24 @@ class GatingMlp final : public Branch<T> {
       GMLP_PROFILE("bwd.fc2");
       fc2_.backward(ds_, dy, stored(s_, bf16_), w, g, M);
     }
-    {
-      GMLP_PROFILE("bwd.sgu");
-      sgu_backward(dz_, g + gnorm_w_, g + gnorm_b_, g + proj_w_, g + proj_b_, ds_, a_, vn_, mean_, rstd_, g_,
-                   w + gnorm_w_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr, bf16_);
-    }
-    // GELU's backward, one multiply an element by the slope fc1's epilogue saved, sums fc1's bias
-    // gradient in the same pass and in bf16 stores the result for fc1's products as bf16.
+    // GELU's backward: a multiply by the slope fc1's epilogue saved, with fc1's bias gradient
+    // summed on the way. In bf16 precision it runs inside the gate's backward, on each row of dz
+    // once the row is final: the slope's rows are bf16, and with its result stored as bf16 for
+    // fc1's products, dz's floats never reach memory. In f32 it is a pass of its own: fused, the
+    // slope's float rows, a batch of rows apart, cost what the pass's read of dz saved
+    // (docs/design.md). The choice follows the precision, not the storage, so that stored and
+    // float activations sum fc1's bias gradient in the same order.
     const bool dz_bf16 = bf16_ && dz16_;
+    T* fc1_db = fc1_.b >= 0 ? g + fc1_.b : nullptr;
     {
+      GMLP_PROFILE("bwd.sgu");  // and in bf16, GELU
+      const SguGelu<T> gelu{z_, slope_bf16_, fc1_db, dz_bf16 ? reinterpret_cast<uint16_t*>(dz16_) : nullptr};
+      sgu_backward(dz_, g + gnorm_w_, g + gnorm_b_, g + proj_w_, g + proj_b_, ds_, a_, vn_, mean_, rstd_, g_,
+                   w + gnorm_w_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr, bf16_, slope_bf16_ ? &gelu : nullptr);
+    }
+    if (!slope_bf16_) {
       GMLP_PROFILE("bwd.gelu");
-      gelu_backward_by_slope(dz_, z_, M, F_, fc1_.b >= 0 ? g + fc1_.b : nullptr,
-                             dz_bf16 ? reinterpret_cast<uint16_t*>(dz16_) : nullptr, slope_bf16_);
+      gelu_backward_by_slope(dz_, z_, M, F_, fc1_db, nullptr, slope_bf16_);
     }
     {
       GMLP_PROFILE("bwd.fc1");

@@ -192,17 +192,22 @@ void gelu_backward_by_slope_serial(T* d, const T* slope, int64_t n, bool slope_b
 }
 
 template <class T>
+void gelu_backward_by_slope_row(T* d, const T* slope, int64_t C, T* acc, uint16_t* d16, bool slope_bf16) {
+  if constexpr (std::is_same_v<T, float>)
+    if (d16) {  // scaled, summed, rounded from registers
+      if (slope_bf16) return gemm::round_to_bf16(d16, d, C, reinterpret_cast<const uint16_t*>(slope), acc);
+      return gemm::round_to_bf16(d16, d, C, slope, acc);
+    }
+  GMLP_CHECK(!d16);
+  scale_by_slope(d, slope, C, acc, slope_bf16);
+}
+
+template <class T>
 void gelu_backward_by_slope(T* d, const T* slope, int64_t M, int64_t C, T* dbias, uint16_t* d16, bool slope_bf16) {
   GMLP_CHECK((!d16 || std::is_same_v<T, float>));
   for_rows_summing_columns(dbias, M, C, [&](int64_t i, T* acc) {
-    T* row = d + i * C;
-    const T* s = element(slope, i * C, slope_bf16);
-    if constexpr (std::is_same_v<T, float>)
-      if (d16) {  // scaled, summed, rounded from registers
-        if (slope_bf16) return gemm::round_to_bf16(d16 + i * C, row, C, reinterpret_cast<const uint16_t*>(s), acc);
-        return gemm::round_to_bf16(d16 + i * C, row, C, s, acc);
-      }
-    scale_by_slope(row, s, C, acc, slope_bf16);
+    gelu_backward_by_slope_row(d + i * C, element(slope, i * C, slope_bf16), C, acc, d16 ? d16 + i * C : nullptr,
+                               slope_bf16);
   });
 }
 
@@ -236,6 +241,7 @@ void gelu_backward_ref(T* dx, const T* dy, const T* x, int64_t n) {
   template bool gelu_slope_bf16<T>();                                                           \
   template void gelu_backward_by_slope<T>(T*, const T*, int64_t, int64_t, T*, uint16_t*, bool); \
   template void gelu_backward_by_slope_serial<T>(T*, const T*, int64_t, bool);                  \
+  template void gelu_backward_by_slope_row<T>(T*, const T*, int64_t, T*, uint16_t*, bool);      \
   template void gelu_backward<T>(T*, const T*, const T*, int64_t);                              \
   template void gelu_backward_inplace<T>(T*, const T*, int64_t);                                \
   template void gelu_forward_ref<T>(T*, const T*, int64_t);                                     \

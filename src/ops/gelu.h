@@ -39,6 +39,12 @@ void gelu_backward_by_slope(T* d, const T* slope, int64_t M, int64_t C, T* dbias
                             bool slope_bf16 = false);
 template <class T>
 void gelu_backward_by_slope_serial(T* d, const T* slope, int64_t n, bool slope_bf16 = false);
+// One row of gelu_backward_by_slope, on the calling thread: d (C) times the slope, added to acc
+// (C) when given, and stored in d, or with d16 (float only) as bfloat16 there. For an op that
+// makes the gradient row by row and applies GELU's backward to each row once it is final
+// (sgu_backward), with the bits of the pass above.
+template <class T>
+void gelu_backward_by_slope_row(T* d, const T* slope, int64_t C, T* acc, uint16_t* d16, bool slope_bf16);
 
 template <class T>
 void gelu_forward_ref(T* y, const T* x, int64_t n);

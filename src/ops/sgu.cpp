@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
 #include "core/matmul.h"
 #include "core/threads.h"
+#include "ops/gelu.h"
 #include "ops/layernorm.h"
 
 namespace gmlp {
@@ -67,7 +69,7 @@ class ThreadScratch {
   void zero_from(int t, int i) const { std::fill(at(t, i), base_ + (t + 1) * per_thread_, T(0)); }
 
  private:
-  std::array<int64_t, 6> offset_{};
+  std::array<int64_t, 8> offset_{};
   int64_t per_thread_ = 0;
   T* base_;
 };
@@ -162,13 +164,19 @@ void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gam
 
 template <class T>
 void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* vn, const T* mean,
-                  const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres, bool bf16) {
+                  const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres, bool bf16,
+                  const SguGelu<T>* gelu) {
   const int64_t N = s.N, B = s.B, H = s.H(), F = s.F, off = v_offset(s);
   const SguGate gate = s.gate;
   const int threads = omp_get_max_threads();
-  // Per thread: the dg and dv̂ tiles, then partial sums of dW, db, dgamma, dbeta.
-  enum { kDg, kDvn, kDW, kDb, kDgamma, kDbeta };
-  const ThreadScratch<T> sc({N * H, N * H, N * N, N, H, H}, threads);
+  const SguGelu<T> act = gelu ? *gelu : SguGelu<T>{};
+  GMLP_CHECK((!act.d16 || (act.slope && std::is_same_v<T, float>)));
+  // With dz's rows stored as bf16 (act.d16), the float rows are made in a per-thread tile first.
+  const bool dz_tile = act.d16 != nullptr;
+  // Per thread: the dg and dv̂ tiles, the image's dz rows (dz_tile), then partial sums of dW, db,
+  // dgamma, dbeta and GELU's bias gradient.
+  enum { kDg, kDvn, kDz, kDW, kDb, kDgamma, kDbeta, kDbias };
+  const ThreadScratch<T> sc({N * H, N * H, dz_tile ? N * F : 0, N * N, N, H, H, act.dbias ? F : 0}, threads);
   for (int t = 0; t < threads; ++t) sc.zero_from(t, kDW);
   for_each_image(by_image(B), B, [&](int64_t img, int t) {
     const Operand<T> vi = stored(element(vn, img * N * H, bf16), bf16);
@@ -178,6 +186,8 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
     const int64_t ldg = dres ? B * H : H;
     T* dWt = sc.at(t, kDW);
     T* dbt = sc.at(t, kDb);
+    // Token n's row of dz as it is made: in dz, or in the thread's tile.
+    auto dz_row = [&](int64_t n) { return dz_tile ? sc.at(t, kDz) + n * F : dz + (n * B + img) * F; };
     // fwd: out = u ⊙ g  =>  du = dout·g, dg = dout·u;   out = u + g  =>  du = dg = dout;
     //      out = g  =>  du = 0, dg = dout.  (u is z's first H channels.)
     for (int64_t n = 0; n < N; ++n) {
@@ -185,9 +195,9 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
       if (n + kAhead < N) {
         prefetch(dout + (r + kAhead * B) * H, H);
         prefetch(z + (r + kAhead * B) * F, H);
-        prefetch(dz + (r + kAhead * B) * F, H, true);
+        if (!dz_tile) prefetch(dz + (r + kAhead * B) * F, H, true);
       }
-      T* dzr = dz + r * F;
+      T* dzr = dz_row(n);
       T* dgr = dg + n * ldg;
       const T* dor = dout + r * H;
       const T* gr = gi + n * H;
@@ -224,16 +234,25 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
     matmul<T>(true, false, N, H, N, W, N, dg, ldg, T(0), dvn, H);
     // fwd: v̂ = LayerNorm(v). With the split, v is z's second half (a fresh gradient); otherwise
     // v is all of z and its gradient adds to u's.
+    // Then each row of dz is final: GELU's backward on it, when asked for.
     for (int64_t n = 0; n < N; ++n) {
       const int64_t r = n * B + img;
       if (n + kAhead < N) {
-        prefetch(z + (r + kAhead * B) * F + off, H);
-        prefetch(dz + (r + kAhead * B) * F + off, H, true);
+        const int64_t ahead = (r + kAhead * B) * F;
+        prefetch(z + ahead + off, H);
+        if (!dz_tile) prefetch(dz + ahead, F, true);
+        if (act.slope) prefetch(element(act.slope, ahead, act.slope_bf16), act.slope_bf16 ? F / 2 : F);
+        if (act.d16) prefetch(act.d16 + ahead, F, true);
       }
       if (s.pad && s.pad[img * N + n]) std::fill(dvn + n * H, dvn + (n + 1) * H, T(0));  // v̂ was zeroed
-      layernorm_row_backward(dz + r * F + off, sc.at(t, kDgamma), sc.at(t, kDbeta), dvn + n * H, z + r * F + off,
+      T* dzr = dz_row(n);
+      layernorm_row_backward(dzr + off, sc.at(t, kDgamma), sc.at(t, kDbeta), dvn + n * H, z + r * F + off,
                              mean[img * N + n], rstd[img * N + n], gamma, H,
                              gate == SguGate::split ? Write::overwrite : Write::accumulate);
+      if (act.slope)
+        gelu_backward_by_slope_row(dzr, element(act.slope, r * F, act.slope_bf16), F,
+                                   act.dbias ? sc.at(t, kDbias) : nullptr, act.d16 ? act.d16 + r * F : nullptr,
+                                   act.slope_bf16);
     }
   });
   // The threads' partial sums, added in thread order: the same bits for the same thread count.
@@ -241,6 +260,7 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
     for (int64_t i = 0; i < N * N; ++i) dW[i] += sc.at(t, kDW)[i];
     for (int64_t n = 0; n < N; ++n) db[n] += sc.at(t, kDb)[n];
     for (int64_t h = 0; h < H; ++h) dgamma[h] += sc.at(t, kDgamma)[h], dbeta[h] += sc.at(t, kDbeta)[h];
+    for (int64_t f = 0; act.dbias && f < F; ++f) act.dbias[f] += sc.at(t, kDbias)[f];
   }
 }
 
@@ -319,7 +339,7 @@ void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, c
   template void sgu_forward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, SguShape, T,   \
                                const T*, bool);                                                                     \
   template void sgu_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,     \
-                                const T*, const T*, SguShape, T*, bool);                                            \
+                                const T*, const T*, SguShape, T*, bool, const SguGelu<T>*);                         \
   template void sgu_forward_ref<T>(T*, const T*, const T*, const T*, const T*, const T*, SguShape, T, const T*);    \
   template void sgu_backward_ref<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
                                     SguShape, T, const T*, T*);

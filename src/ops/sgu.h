@@ -38,14 +38,28 @@ template <class T>
 void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta, const T* W,
                  const T* b, SguShape s, T eps, const T* res = nullptr, bool bf16 = false);
 
+// GELU's backward, where z = GELU(y) (the gating MLP's fc1): sgu_backward multiplies each row of
+// dz by the slope fc1's forward saved once the row is final (gelu_backward_by_slope_row, the same
+// bits), so that dz crosses memory once instead of three times (written, then read and written
+// again by a pass of its own). The rows' sums are added to dbias (F, fc1's bias gradient) when
+// given; with d16 (float only) the rows are stored there as bfloat16 and dz is left untouched.
+template <class T>
+struct SguGelu {
+  const T* slope = nullptr;  // (N, B, F), stored as bfloat16 with slope_bf16 (gelu_slope_bf16)
+  bool slope_bf16 = false;
+  T* dbias = nullptr;
+  uint16_t* d16 = nullptr;
+};
+
 // Overwrites dz (N, B, F) (a fresh activation gradient: nothing else flows into z); accumulates
 // into the parameter gradients dgamma, dbeta (H), dW (N, N), db (N). dres (N, B, H), if given,
-// is overwritten with ∂L/∂res. bf16: vn was stored as bf16 (sgu_forward). Working memory is per
-// thread, allocated on first use.
+// is overwritten with ∂L/∂res. bf16: vn was stored as bf16 (sgu_forward). gelu, when given:
+// dz is GELU's input's gradient instead (SguGelu). Working memory is per thread, allocated on
+// first use.
 template <class T>
 void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* vn, const T* mean,
                   const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres = nullptr,
-                  bool bf16 = false);
+                  bool bf16 = false, const SguGelu<T>* gelu = nullptr);
 
 // Plain loops over (n, b, h) with the token sum written out; no saved state.
 template <class T>
