@@ -263,13 +263,26 @@ void matmul_split_k(Product product, bool trans_a, int64_t M, int64_t N, int64_t
     }
     if (!summed) std::fill(sum, sum + M * N, 0.f);  // more threads than chunks
   }
+  // Row by row, one thread's sum at a time, so that the loop over the row's columns is the inner
+  // one and vectorises (with the threads' loop inside it, it ran scalar: 1.5 % of a bf16 step).
+  // The same additions in the same order as element by element.
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      float acc = beta == 0.f ? 0.f : C[i * ldc + j];
-      for (int t = 0; t < threads; ++t) acc += sums[(t * M + i) * N + j];
-      C[i * ldc + j] = acc;
+  for (int64_t i = 0; i < M; ++i) {
+    float* __restrict c = C + i * ldc;
+    const float* s = sums.data() + i * N;
+    if (beta == 0.f) {
+#pragma omp simd
+      for (int64_t j = 0; j < N; ++j) c[j] = 0.f + s[j];
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < N; ++j) c[j] += s[j];
     }
+    for (int t = 1; t < threads; ++t) {
+      const float* __restrict st = s + int64_t(t) * M * N;
+#pragma omp simd
+      for (int64_t j = 0; j < N; ++j) c[j] += st[j];
+    }
+  }
 }
 
 // How an operand held constant is kept: a B packed for gmlp's own product (in its f32 or bf16
