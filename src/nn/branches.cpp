@@ -101,7 +101,7 @@ class ChannelMlp final : public Branch<T> {
       fc2_.forward(y, a_, w, M);
     }
   }
-  void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+  void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     const int64_t M = d_.N * B;
     {
       GMLP_PROFILE("bwd.fc2");  // and GELU's backward, fused into the product
@@ -172,7 +172,7 @@ class TokenMlp final : public Branch<T> {
     matmul<T>(false, false, N, BD, Tn_, w + fc2_.w, Tn_, a_, BD, T(0), y, BD);
     row_bias_forward(y, w + fc2_.b, N, BD);
   }
-  void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+  void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.token_mlp");
     const int64_t N = d_.N, BD = B * d_.D;
     const T* x = norm_w_ >= 0 ? xt_ : xn;
@@ -219,7 +219,7 @@ class TokenLinear final : public Branch<T> {
     matmul<T>(false, false, N, BD, N, w + lin_.w, N, xn, BD, T(0), y, BD);
     row_bias_forward(y, w + lin_.b, N, BD);
   }
-  void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+  void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.token_linear");
     const int64_t N = d_.N, BD = B * d_.D;
     row_bias_backward(g + lin_.b, dy, N, BD);
@@ -317,7 +317,7 @@ class GatingMlp final : public Branch<T> {
       fc2_.forward(y, stored(s_, bf16_), w, M);
     }
   }
-  void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+  void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     const int64_t M = d_.N * B;
     {
       GMLP_PROFILE("bwd.fc2");
@@ -429,7 +429,7 @@ class SelfAttention final : public Branch<T> {
                       score_bias_ ? score_bias_->key_bias : nullptr);
     proj_.forward(y, o_, w, M);
   }
-  void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+  void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.attention");
     const int64_t M = d_.N * B;
     proj_.backward(do_, dy, o_, w, g, M);
@@ -504,7 +504,7 @@ class ExternalAttention final : public Branch<T> {
     mv_.forward(o_, r_, w, R);  // (R, memory) → (R, dh) = (M, D)
     proj_.forward(y, o_, w, M);
   }
-  void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+  void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.external_attention");
     const int64_t M = d_.N * B, R = M * heads_, cols = B * heads_ * memory_;
     proj_.backward(do_, dy, o_, w, g, M);

@@ -51,7 +51,9 @@ void Residual<T>::lay_out(Arena<T>& a, int64_t B) {
     a.temp(&y_, M * D_);
   a.keep(&keep_, B);
   branch_->lay_out(a, B);
-  if (a.training()) a.temp(&dy_, M * D_), a.temp(&dxn_, M * D_);
+  dy_ = nullptr;  // the branch's output gradient, when a layer scale or stochastic depth scales it
+  if (a.training() && (scale_ >= 0 || spec_.drop_rate > 0)) a.temp(&dy_, M * D_);
+  if (a.training()) a.temp(&dxn_, M * D_);
   a.next_layer();
 }
 
@@ -80,15 +82,19 @@ void Residual<T>::forward(T* out, const T* in, const T* w, int64_t B, Rng* rng) 
 template <class T>
 void Residual<T>::backward(T* dx, const T* in, const T* w, T* g, int64_t B) {
   const int64_t M = N_ * B, D = D_;
-  {
+  // The branch's output gradient: dout itself, which the branch only reads, unless a layer scale
+  // or a dropped path scales it.
+  const T* dy = dx;
+  if (scale_ >= 0 || dropped_) {
     GMLP_PROFILE("bwd.residual");
     if (scale_ < 0)  // dy = keep · dout
       residual_backward(dy_, dx, dropped_ ? keep_ : nullptr, N_, B, D);
     else  // dy = keep · ls ⊙ dout
       layer_scale_backward(dy_, g + scale_, dx, y_, dropped_ ? keep_ : nullptr, w + scale_, N_, B, D);
+    dy = dy_;
   }
   const T* xn = spec_.norm == NormKind::none ? in : xn_;
-  branch_->backward(dxn_, dy_, xn, w, g, B);
+  branch_->backward(dxn_, dy, xn, w, g, B);
   GMLP_PROFILE("bwd.layernorm");
   switch (spec_.norm) {
     case NormKind::layernorm:

@@ -25,8 +25,8 @@ class Branch {
   virtual void init(T* w, Rng& rng) const = 0;
   virtual void lay_out(Arena<T>& arena, int64_t max_batch) = 0;
   virtual void forward(T* y, const T* xn, const T* w, int64_t B) = 0;
-  // dxn overwritten with ∂L/∂xn; dy may be clobbered; parameter gradients accumulate into g.
-  virtual void backward(T* dxn, T* dy, const T* xn, const T* w, T* g, int64_t B) = 0;
+  // dxn overwritten with ∂L/∂xn from dy = ∂L/∂y (read only); parameter gradients accumulate into g.
+  virtual void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) = 0;
   virtual double flops_per_image() const = 0;
   // Its nodes in an ONNX graph (nn/onnx_graph.h): xn (B, N, D) → returns y's value (B, N, D).
   virtual std::string emit(OnnxBuilder& g, const std::string& xn) const = 0;
