@@ -470,6 +470,13 @@ TEST(Tokenizer, BadInputsFailWithOneLine) {
   const std::string bytes = trained().tok.serialized();
   const std::string cut = write_tmp("cut.model", bytes.substr(0, bytes.size() / 2));
   expect_error([&] { Tokenizer::load(cut); }, {"'" + cut + "'"});
+  // A reserved piece renamed to hold a newline (a fuzzer's find): the message shows it escaped.
+  std::string renamed = bytes;
+  const size_t unk = renamed.find("[UNK]");
+  ASSERT_NE(unk, std::string::npos);
+  renamed.replace(unk, 5, "[U\nK]");
+  const std::string odd = write_tmp("odd.model", renamed);
+  expect_error([&] { Tokenizer::load(odd); }, {"'" + odd + "'", "found \"[U\\nK]\""});
 
   const std::string prefix = tmp_path("m");
   expect_error([&] { Tokenizer::train({"", ""}, prefix, 100); }, {prefix + ".model", "no non-empty line"});

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace gmlp {
@@ -30,6 +31,34 @@ std::string cat(Args&&... args) {
 template <class... Args>
 [[noreturn]] void fail(Args&&... args) {
   throw Error(cat(std::forward<Args>(args)...));
+}
+
+// Text from a user or a file as an error message shows it: 'x', or, when it holds a control
+// character, in double quotes with the escapes of a JSON string ("a\nb"), so that the message
+// stays one line whatever the bytes.
+inline std::string shown(std::string_view text) {
+  bool plain = true;
+  for (const char c : text) plain = plain && static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+  if (plain) return cat("'", text, "'");
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (u < 0x20 || u == 0x7f) {
+      const char* hex = "0123456789abcdef";
+      out += "\\u00", out += hex[u >> 4], out += hex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out + '"';
 }
 
 }  // namespace gmlp

@@ -9,15 +9,6 @@ namespace gmlp {
 
 namespace {
 
-// A name as an error message shows it: 'x', or JSON-escaped ("a\nb") when it holds a control
-// character, so that the message stays one line.
-std::string shown(std::string_view name) {
-  for (const char c : name)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-      return nlohmann::json(std::string(name)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return cat("'", name, "'");
-}
-
 const ModelKindInfo* find(std::string_view name) {
   for (const ModelKindInfo& row : kModelKindTable)
     if (name == row.name) return &row;

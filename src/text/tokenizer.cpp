@@ -250,7 +250,7 @@ Tokenizer Tokenizer::from_serialized(std::string_view bytes, const std::string& 
   for (int i = 0; i < kNumReserved; ++i)
     if (sp->IdToPiece(i) != kReservedPieces[i] || (i == kUnk) != sp->IsUnknown(i) || (i != kUnk && !sp->IsControl(i)))
       fail("failed to load the tokenizer ", source, ": expected the reserved symbol ", kReservedPieces[i], " at id ", i,
-           ", found '", sp->IdToPiece(i), "' (was it trained by gmlp?)");
+           ", found ", shown(sp->IdToPiece(i)), " (was it trained by gmlp?)");
   return Tokenizer(std::move(sp));
 }
 
