@@ -340,7 +340,7 @@ class GatingMlp final : public Branch<T> {
     }
     if (!slope_bf16_) {
       GMLP_PROFILE("bwd.gelu");
-      gelu_backward_by_slope(dz_, z_, M, F_, fc1_db, nullptr, slope_bf16_);
+      gelu_backward_by_slope(dz_, z_, M, F_, fc1_db);  // f32: the slope and dz are floats
     }
     {
       GMLP_PROFILE("bwd.fc1");
