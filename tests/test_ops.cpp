@@ -503,7 +503,7 @@ TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
             const SguGelu<float> act{sl, bf16, dbias.data(), bf16 ? dz16.data() : nullptr};
             sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), dout.data(), z.data(), vn.data(),
                          mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, B > 1 ? dres.data() : nullptr,
-                         false, fused ? &act : nullptr);
+                         SguBf16{}, fused ? &act : nullptr);
             if (!fused) gelu_backward_by_slope(dz.data(), sl, M, F, dbias.data(), bf16 ? dz16.data() : nullptr, bf16);
           };
           std::vector<float> dz1, dz2, db1, db2, dW1, dW2;
@@ -517,6 +517,58 @@ TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
           EXPECT_EQ(dW1, dW2);
           EXPECT_TRUE(close("fc1's bias gradient", db2, db1, tol::kFastVsRef, 30.0));  // sums over N·B rows
         }
+      }
+  set_threads(saved);
+}
+
+// The gate's g saved as bf16 (SguBf16::g, bf16 precision): the forward's output keeps its bits,
+// the saved g is the float g rounded to nearest even, and backward gives the bits of a backward
+// that reads those rounded values as floats; for every gate, with aMLP's residual and padding, on
+// 1 and 2 threads (with v̂ and the output stored as bf16 too where the CPU has AVX512-BF16).
+TEST(FastVsRef, SguWithGSavedAsBf16ReadsTheRoundedG) {
+  const int saved = num_threads();
+  for (const char* gate : {"split", "multiplicative", "additive", "linear"})
+    for (const int64_t B : {1, 6})
+      for (const int threads : {1, 2}) {
+        SCOPED_TRACE(std::string(gate) + " B=" + std::to_string(B) + " threads=" + std::to_string(threads));
+        set_threads(threads);
+        std::vector<uint8_t> pad(size_t(B) * 49, 0);
+        for (int64_t b = 0; b < B; ++b) pad[size_t(b * 49 + 40)] = 1;
+        const SguShape s{49, B, 38, parse_sgu_gate(gate), B > 1 ? pad.data() : nullptr};
+        const int64_t M = s.rows(), H = s.H(), N = s.N, F = s.F;
+        Rng rng(15);
+        auto z = randn<float>(M * F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
+        auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
+        auto res = randn<float>(M * H, rng);
+        const bool stored = gemm::bf16_available();
+        const float* r = B > 1 ? res.data() : nullptr;
+        std::vector<float> out1(M * H), out2(M * H), vn1(M * H), vn2(M * H), mean(M), rstd(M), g1(M * H),
+            g2(M * H, std::nanf(""));
+        sgu_forward(out1.data(), vn1.data(), mean.data(), rstd.data(), g1.data(), z.data(), gamma.data(), beta.data(),
+                    W.data(), b.data(), s, 1e-5f, r, SguBf16{stored, false});
+        sgu_forward(out2.data(), vn2.data(), mean.data(), rstd.data(), g2.data(), z.data(), gamma.data(), beta.data(),
+                    W.data(), b.data(), s, 1e-5f, r, SguBf16{stored, true});
+        EXPECT_EQ(out1, out2);
+        std::vector<float> rounded(M * H);
+        const auto* g16 = reinterpret_cast<const uint16_t*>(g2.data());
+        for (int64_t i = 0; i < M * H; ++i) {
+          ASSERT_EQ(g16[i], float_to_bf16(g1[i])) << "saved g, element " << i;
+          rounded[i] = bf16_to_float(g16[i]);
+        }
+        auto run = [&](const std::vector<float>& g, bool g_bf16, std::vector<float>& dz, std::vector<float>& dW,
+                       std::vector<float>& dres) {
+          dz.assign(size_t(M * F), std::nanf("")), dW.assign(size_t(N * N), 0.f), dres.assign(size_t(M * H), 0.f);
+          std::vector<float> dgm(H, 0.f), dbt(H, 0.f), db(N, 0.f);
+          sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), dout.data(), z.data(), vn1.data(),
+                       mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, r ? dres.data() : nullptr,
+                       SguBf16{stored, g_bf16});
+        };
+        std::vector<float> dz1, dz2, dW1, dW2, dres1, dres2;
+        run(rounded, false, dz1, dW1, dres1);
+        run(g2, true, dz2, dW2, dres2);
+        EXPECT_EQ(dz1, dz2);
+        EXPECT_EQ(dW1, dW2);
+        EXPECT_EQ(dres1, dres2);
       }
   set_threads(saved);
 }

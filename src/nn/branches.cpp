@@ -292,10 +292,14 @@ class GatingMlp final : public Branch<T> {
   }
   void forward(T* y, const T* xn, const T* w, int64_t B) override {
     const int64_t M = d_.N * B;
-    slope_bf16_ = gelu_slope_bf16<T>();
+    // In bf16 precision GELU's slope and the gate's saved g are rounded to bf16 (SguBf16); the
+    // gate's output and saved v̂, and backward's dz, are stored as bf16 as well: only products
+    // read them (core/operand.h).
+    rounded_ = gelu_slope_bf16<T>();
+    bf16_ = SguBf16{std::is_same_v<T, float> && bf16_activations(), rounded_};
     {
       GMLP_PROFILE("fwd.fc1");  // and GELU, fused into the product
-      fc1_.forward(a_, xn, w, M, Activation::gelu, z_, slope_bf16_);
+      fc1_.forward(a_, xn, w, M, Activation::gelu, z_, rounded_);
     }
     if (A_ > 0) {
       GMLP_PROFILE("fwd.tiny_attn");
@@ -304,9 +308,6 @@ class GatingMlp final : public Branch<T> {
       attention_forward(ao_, probs_, qkv_buf_, AttnShape{d_.N, B, 1, A_}, static_cast<const T*>(nullptr), key_bias);
       aproj_.forward(r_, ao_, w, M);
     }
-    // In bf16 the gate's output and saved v̂, and backward's dz, are stored as bf16: only products
-    // read them (core/operand.h).
-    bf16_ = std::is_same_v<T, float> && bf16_activations();
     {
       GMLP_PROFILE("fwd.sgu");
       sgu_forward(s_, vn_, mean_, rstd_, g_, a_, w + gnorm_w_, w + gnorm_b_, w + proj_w_, w + proj_b_, shape(B),
@@ -314,14 +315,14 @@ class GatingMlp final : public Branch<T> {
     }
     {
       GMLP_PROFILE("fwd.fc2");
-      fc2_.forward(y, stored(s_, bf16_), w, M);
+      fc2_.forward(y, stored(s_, bf16_.stored), w, M);
     }
   }
   void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     const int64_t M = d_.N * B;
     {
       GMLP_PROFILE("bwd.fc2");
-      fc2_.backward(ds_, dy, stored(s_, bf16_), w, g, M);
+      fc2_.backward(ds_, dy, stored(s_, bf16_.stored), w, g, M);
     }
     // GELU's backward: a multiply by the slope fc1's epilogue saved, with fc1's bias gradient
     // summed on the way. In bf16 precision it runs inside the gate's backward, on each row of dz
@@ -330,15 +331,15 @@ class GatingMlp final : public Branch<T> {
     // slope's float rows, a batch of rows apart, cost what the pass's read of dz saved
     // (docs/design.md). The choice follows the precision, not the storage, so that stored and
     // float activations sum fc1's bias gradient in the same order.
-    const bool dz_bf16 = bf16_ && dz16_;
+    const bool dz_bf16 = bf16_.stored && dz16_;
     T* fc1_db = fc1_.b >= 0 ? g + fc1_.b : nullptr;
     {
       GMLP_PROFILE("bwd.sgu");  // and in bf16, GELU
-      const SguGelu<T> gelu{z_, slope_bf16_, fc1_db, dz_bf16 ? reinterpret_cast<uint16_t*>(dz16_) : nullptr};
+      const SguGelu<T> gelu{z_, rounded_, fc1_db, dz_bf16 ? reinterpret_cast<uint16_t*>(dz16_) : nullptr};
       sgu_backward(dz_, g + gnorm_w_, g + gnorm_b_, g + proj_w_, g + proj_b_, ds_, a_, vn_, mean_, rstd_, g_,
-                   w + gnorm_w_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr, bf16_, slope_bf16_ ? &gelu : nullptr);
+                   w + gnorm_w_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr, bf16_, rounded_ ? &gelu : nullptr);
     }
-    if (!slope_bf16_) {
+    if (!rounded_) {
       GMLP_PROFILE("bwd.gelu");
       gelu_backward_by_slope(dz_, z_, M, F_, fc1_db);  // f32: the slope and dz are floats
     }
@@ -387,8 +388,9 @@ class GatingMlp final : public Branch<T> {
   const SharedScoreBias<T>* score_bias_;
   LinearParams fc1_, fc2_, qkv_, aproj_;
   int64_t gnorm_w_ = 0, gnorm_b_ = 0, proj_w_ = 0, proj_b_ = 0;
-  bool bf16_ = false;        // the last forward stored the gate's output and v̂ as bf16
-  bool slope_bf16_ = false;  // z_ holds GELU's slope as bfloat16 (gelu_slope_bf16), as the last forward wrote it
+  SguBf16 bf16_;          // the gate's arrays the last forward stored as bf16
+  bool rounded_ = false;  // z_ (GELU's slope) and g_ hold bfloat16 (gelu_slope_bf16), as the last forward
+                          // wrote them
   T *z_ = nullptr, *a_ = nullptr, *vn_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr, *g_ = nullptr, *s_ = nullptr;
   T *qkv_buf_ = nullptr, *probs_ = nullptr, *ao_ = nullptr, *r_ = nullptr;
   T *ds_ = nullptr, *dz_ = nullptr, *dz16_ = nullptr;

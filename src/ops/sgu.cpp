@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/error.h"
 #include "core/matmul.h"
 #include "core/threads.h"
@@ -85,6 +86,63 @@ inline void prefetch(const T* p, int64_t n, bool write = false) {
   for (int64_t i = 0; i < bytes; i += 64) write ? __builtin_prefetch(c + i, 1, 3) : __builtin_prefetch(c + i, 0, 3);
 }
 constexpr int64_t kAhead = 2;  // rows ahead
+
+// The gate on a row: g's final value, v = g + bias (g: the token product's sum, with aMLP's res
+// added), is kept at gs (g's own row, or its bfloat16 copy), and out made from it.
+template <class T, class G>
+void gate_row_forward(SguGate gate, T* __restrict out, const T* __restrict u, const T* g, G* gs, T bias, int64_t H) {
+  const auto keep = [&](int64_t h, T v) {
+    if constexpr (std::is_same_v<G, uint16_t>)
+      gs[h] = float_to_bf16(v);
+    else
+      gs[h] = v;
+  };
+  switch (gate) {
+    case SguGate::split:
+    case SguGate::multiplicative:
+#pragma omp simd
+      for (int64_t h = 0; h < H; ++h) {
+        const T v = g[h] + bias;
+        keep(h, v);
+        out[h] = u[h] * v;
+      }
+      break;
+    case SguGate::additive:
+#pragma omp simd
+      for (int64_t h = 0; h < H; ++h) {
+        const T v = g[h] + bias;
+        keep(h, v);
+        out[h] = u[h] + v;
+      }
+      break;
+    case SguGate::linear:
+#pragma omp simd
+      for (int64_t h = 0; h < H; ++h) {
+        const T v = g[h] + bias;
+        keep(h, v);
+        out[h] = v;
+      }
+      break;
+  }
+}
+
+// The multiplicative gate's backward on a row: du = dout·g, dg = dout·u, with g's row as T or as
+// bfloat16 (saved so in bf16 precision).
+template <class T, class G>
+void gate_row_backward(T* __restrict du, T* __restrict dg, const T* __restrict dout, const G* __restrict g,
+                       const T* __restrict u, int64_t H) {
+  const auto at = [&](int64_t h) {
+    if constexpr (std::is_same_v<G, uint16_t>)
+      return bf16_to_float(g[h]);
+    else
+      return g[h];
+  };
+#pragma omp simd
+  for (int64_t h = 0; h < H; ++h) {
+    du[h] = dout[h] * at(h);
+    dg[h] = dout[h] * u[h];
+  }
+}
 }  // namespace
 
 // Both passes run image by image: an image's N × H tiles of v̂, g and their gradients stay in
@@ -92,21 +150,23 @@ constexpr int64_t kAhead = 2;  // rows ahead
 // batch at once streamed every (N, B, H) array through memory between each of those steps.
 template <class T>
 void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta, const T* W,
-                 const T* b, SguShape s, T eps, const T* res, bool bf16) {
+                 const T* b, SguShape s, T eps, const T* res, SguBf16 bf16) {
   const int64_t N = s.N, B = s.B, H = s.H(), F = s.F, off = v_offset(s);
   const SguGate gate = s.gate;
   const bool save = vn != nullptr;
-  // Nothing to save (inference), or v̂ saved as bf16: the tiles live in per-thread memory that
-  // stays in cache. With bf16, each output row is made in a row of floats, then rounded.
+  GMLP_CHECK((std::is_same_v<T, float> || !(bf16.stored || bf16.g)));
+  // Nothing to save (inference), or v̂ or g saved as bf16: their tiles live in per-thread memory
+  // that stays in cache. With bf16, each output row is made in a row of floats, then rounded.
   enum { kVn, kG, kMean, kRstd, kRow };
-  const ThreadScratch<T> sc({N * H, N * H, N, N, H}, save && !bf16 ? 0 : omp_get_max_threads());
+  const bool scratch = !save || bf16.stored || bf16.g;
+  const ThreadScratch<T> sc({N * H, N * H, N, N, H}, scratch ? omp_get_max_threads() : 0);
   // At batch 1 (inference's latency) the threads share each image's rows. Backward, where each
   // thread adds into partial sums of its own, always runs whole images.
   const bool spread = by_image(B), rows_shared = !spread && !omp_in_parallel();
   for_each_image(spread, B, [&](int64_t img, int t) {
     // This image's (N, H) tiles and (N) statistics.
-    T* vi = save && !bf16 ? vn + img * N * H : sc.at(t, kVn);
-    T* gi = save ? g + img * N * H : sc.at(t, kG);
+    T* vi = save && !bf16.stored ? vn + img * N * H : sc.at(t, kVn);
+    T* gi = save && !bf16.g ? g + img * N * H : sc.at(t, kG);
     T* mi = save ? mean + img * N : sc.at(t, kMean);
     T* ri = save ? rstd + img * N : sc.at(t, kRstd);
     parallel_for_if(rows_shared, N, [&](int64_t n) {
@@ -116,55 +176,35 @@ void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gam
       if (s.pad && s.pad[img * N + n]) std::fill(vi + n * H, vi + (n + 1) * H, T(0));  // read by no token
     });
     matmul<T>(false, false, N, H, N, W, N, vi, H, T(0), gi, H);  // g = W·v̂
-    if (save && bf16) store_bf16(element(vn, img * N * H, true), vi, N * H);
+    if (save && bf16.stored) store_bf16(element(vn, img * N * H, true), vi, N * H);
     parallel_for_if(rows_shared, N, [&](int64_t n) {
       const int64_t r = n * B + img;
       if (n + kAhead < N) {
         prefetch(z + (r + kAhead * B) * F, H);
-        prefetch(element(out, (r + kAhead * B) * H, bf16), H / (bf16 ? 2 : 1), true);
+        prefetch(element(out, (r + kAhead * B) * H, bf16.stored), H / (bf16.stored ? 2 : 1), true);
         if (res) prefetch(res + (r + kAhead * B) * H, H);
       }
       const T bias = b[n];
       T* gr = gi + n * H;
       const T* ur = z + r * F;
-      T* orow = bf16 ? sc.at(omp_get_thread_num(), kRow) : out + r * H;
+      T* orow = bf16.stored ? sc.at(omp_get_thread_num(), kRow) : out + r * H;
       if (res) {
         const T* rr = res + r * H;
 #pragma omp simd
         for (int64_t h = 0; h < H; ++h) gr[h] += rr[h];
       }
-      switch (gate) {
-        case SguGate::split:
-        case SguGate::multiplicative:
-#pragma omp simd
-          for (int64_t h = 0; h < H; ++h) {
-            gr[h] += bias;
-            orow[h] = ur[h] * gr[h];
-          }
-          break;
-        case SguGate::additive:
-#pragma omp simd
-          for (int64_t h = 0; h < H; ++h) {
-            gr[h] += bias;
-            orow[h] = ur[h] + gr[h];
-          }
-          break;
-        case SguGate::linear:
-#pragma omp simd
-          for (int64_t h = 0; h < H; ++h) {
-            gr[h] += bias;
-            orow[h] = gr[h];
-          }
-          break;
-      }
-      if (bf16) store_bf16(element(out, r * H, true), orow, H);
+      if (save && bf16.g)
+        gate_row_forward(gate, orow, ur, gr, reinterpret_cast<uint16_t*>(element(g, (img * N + n) * H, true)), bias, H);
+      else
+        gate_row_forward(gate, orow, ur, gr, gr, bias, H);
+      if (bf16.stored) store_bf16(element(out, r * H, true), orow, H);
     });
   });
 }
 
 template <class T>
 void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* vn, const T* mean,
-                  const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres, bool bf16,
+                  const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres, SguBf16 bf16,
                   const SguGelu<T>* gelu) {
   const int64_t N = s.N, B = s.B, H = s.H(), F = s.F, off = v_offset(s);
   const SguGate gate = s.gate;
@@ -179,8 +219,8 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
   const ThreadScratch<T> sc({N * H, N * H, dz_tile ? N * F : 0, N * N, N, H, H, act.dbias ? F : 0}, threads);
   for (int t = 0; t < threads; ++t) sc.zero_from(t, kDW);
   for_each_image(by_image(B), B, [&](int64_t img, int t) {
-    const Operand<T> vi = stored(element(vn, img * N * H, bf16), bf16);
-    const T* gi = g + img * N * H;
+    const Operand<T> vi = stored(element(vn, img * N * H, bf16.stored), bf16.stored);
+    const T* gi = element(g, img * N * H, bf16.g);
     // ∂L/∂g of this image: aMLP's attention reads it too, so then it is written there directly.
     T* dg = dres ? dres + img * H : sc.at(t, kDg);
     const int64_t ldg = dres ? B * H : H;
@@ -200,16 +240,15 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
       T* dzr = dz_row(n);
       T* dgr = dg + n * ldg;
       const T* dor = dout + r * H;
-      const T* gr = gi + n * H;
+      const T* gr = element(gi, n * H, bf16.g);
       const T* ur = z + r * F;
       switch (gate) {
         case SguGate::split:
         case SguGate::multiplicative:
-#pragma omp simd
-          for (int64_t h = 0; h < H; ++h) {
-            dzr[h] = dor[h] * gr[h];
-            dgr[h] = dor[h] * ur[h];
-          }
+          if (bf16.g)
+            gate_row_backward(dzr, dgr, dor, reinterpret_cast<const uint16_t*>(gr), ur, H);
+          else
+            gate_row_backward(dzr, dgr, dor, gr, ur, H);
           break;
         case SguGate::additive:
 #pragma omp simd
@@ -337,9 +376,9 @@ void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, c
 
 #define GMLP_INSTANTIATE(T)                                                                                         \
   template void sgu_forward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, SguShape, T,   \
-                               const T*, bool);                                                                     \
+                               const T*, SguBf16);                                                                  \
   template void sgu_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,     \
-                                const T*, const T*, SguShape, T*, bool, const SguGelu<T>*);                         \
+                                const T*, const T*, SguShape, T*, SguBf16, const SguGelu<T>*);                      \
   template void sgu_forward_ref<T>(T*, const T*, const T*, const T*, const T*, const T*, SguShape, T, const T*);    \
   template void sgu_backward_ref<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
                                     SguShape, T, const T*, T*);

@@ -27,16 +27,28 @@ struct SguShape {
   int64_t rows() const { return N * B; }
 };
 
+// Which of the gate's arrays hold bfloat16 (float only; core/operand.h), in the first half of
+// their buffers.
+struct SguBf16 {
+  // out and v̂ (stored by sgu_forward): only products read them (the next layer, and backward's
+  // dW), so this keeps the step's bits (bf16_activations()).
+  bool stored = false;
+  // The saved g, rounded, in bf16 precision (gelu_slope_bf16()). Backward reads it only to scale
+  // dout into u's gradient, which GELU's slope (bf16 as well) then scales and fc1's products read
+  // rounded to bfloat16: a rounding of the same size (2^-9) added to a value rounded anyway, for
+  // half the bytes written in the forward and read back in the backward.
+  bool g = false;
+};
+
 // out: (N, B, H) overwritten. Saved for backward, image-major because both passes run image by
 // image: vn = LayerNorm(v) (B, N, H), mean, rstd (B, N), g (B, N, H); all four nullptr when
 // nothing is saved (inference). z: (N, B, F).
 // gamma, beta: (H). W: (N, N) [out token, in token]. b: (N).
 // res: (N, B, H) added to the gate before it is applied (aMLP's attention), or nullptr.
-// bf16 (float only, bf16_activations()): out and vn are stored as bfloat16 (core/operand.h), in
-// the first half of their buffers; only products read them (the next layer, and backward's dW).
+// bf16: which arrays are bfloat16 (SguBf16).
 template <class T>
 void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta, const T* W,
-                 const T* b, SguShape s, T eps, const T* res = nullptr, bool bf16 = false);
+                 const T* b, SguShape s, T eps, const T* res = nullptr, SguBf16 bf16 = {});
 
 // GELU's backward, where z = GELU(y) (the gating MLP's fc1): sgu_backward multiplies each row of
 // dz by the slope fc1's forward saved once the row is final (gelu_backward_by_slope_row, the same
@@ -53,13 +65,12 @@ struct SguGelu {
 
 // Overwrites dz (N, B, F) (a fresh activation gradient: nothing else flows into z); accumulates
 // into the parameter gradients dgamma, dbeta (H), dW (N, N), db (N). dres (N, B, H), if given,
-// is overwritten with ∂L/∂res. bf16: vn was stored as bf16 (sgu_forward). gelu, when given:
-// dz is GELU's input's gradient instead (SguGelu). Working memory is per thread, allocated on
-// first use.
+// is overwritten with ∂L/∂res. bf16: as sgu_forward was given. gelu, when given: dz is GELU's
+// input's gradient instead (SguGelu). Working memory is per thread, allocated on first use.
 template <class T>
 void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* vn, const T* mean,
                   const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres = nullptr,
-                  bool bf16 = false, const SguGelu<T>* gelu = nullptr);
+                  SguBf16 bf16 = {}, const SguGelu<T>* gelu = nullptr);
 
 // Plain loops over (n, b, h) with the token sum written out; no saved state.
 template <class T>
