@@ -3,8 +3,11 @@
 // operands, computed in double, must match to fp32 summation accuracy.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "check.h"
 #include "core/bf16.h"
@@ -86,6 +89,50 @@ TEST(Matmul, EachBf16EngineMatchesTheDoubleProductOfTheRoundedOperands) {
         check_matmul(c, Precision::bf16, M, N, K);
   }
   set_bf16_engine(Bf16Engine::automatic);
+}
+
+// Every path of matmul hands each element of C to the epilogue exactly once, after its sum is
+// complete, on two threads: gmlp's own products (block by block), and oneDNN's bf16 primitive and
+// the split-K sum (the whole of C afterwards, in blocks of rows shared by the threads).
+TEST(Matmul, EpilogueSeesEachFinishedElementOnceOnEveryPath) {
+  const test::WithThreads two(2);
+  struct Path {
+    Precision precision;
+    Bf16Engine engine;
+    bool ta, tb;
+    int64_t M, N, K;
+  };
+  std::vector<Path> paths{{Precision::f32, Bf16Engine::automatic, false, true, 263, 257, 300},
+                          {Precision::f32, Bf16Engine::automatic, true, false, 49, 53, 2600}};  // split K
+  if (cpu_has_bf16()) paths.push_back({Precision::bf16, Bf16Engine::onednn, false, true, 263, 257, 300});
+  if (gemm::bf16_available()) paths.push_back({Precision::bf16, Bf16Engine::gmlp, false, true, 263, 257, 300});
+  for (const Path& p : paths) {
+    SCOPED_TRACE(std::string(precision_name(p.precision)) + (p.ta ? " A transposed" : "") +
+                 " M=" + std::to_string(p.M));
+    set_matmul_precision(p.precision);
+    set_bf16_engine(p.engine);
+    Rng rng(43);
+    const int64_t lda = p.ta ? p.M : p.K, ldb = p.tb ? p.K : p.N;
+    auto A = test::randn<float>(p.M * p.K, rng), B = test::randn<float>(p.K * p.N, rng);
+    std::vector<float> plain(p.M * p.N), C(p.M * p.N);
+    matmul<float>(p.ta, p.tb, p.M, p.N, p.K, A.data(), lda, B.data(), ldb, 0.f, plain.data(), p.N);
+    std::vector<int> seen(size_t(p.M * p.N), 0);
+    std::atomic<int> early{0};
+    const auto visit = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+      for (int64_t i = r0; i < r1; ++i)
+        for (int64_t j = c0; j < c1; ++j) {
+          if (std::memcmp(&C[i * p.N + j], &plain[i * p.N + j], sizeof(float)) != 0) ++early;
+#pragma omp atomic
+          ++seen[i * p.N + j];
+        }
+    };
+    const gemm::Epilogue mark(visit);
+    matmul<float>(p.ta, p.tb, p.M, p.N, p.K, A.data(), lda, B.data(), ldb, 0.f, C.data(), p.N, &mark);
+    set_matmul_precision(Precision::f32);
+    set_bf16_engine(Bf16Engine::automatic);
+    EXPECT_EQ(early.load(), 0);
+    for (int64_t i = 0; i < p.M * p.N; ++i) ASSERT_EQ(seen[i], 1) << "element " << i;
+  }
 }
 
 // --bf16-engine: a name it does not know is a one-line error naming what it expected; gmlp's own

@@ -148,6 +148,15 @@ bool cpu_has_bf16() {
 
 namespace {
 
+// An epilogue on rows [r0, r1) of a C made whole by a product that cannot call it block by block
+// (oneDNN's): in blocks of rows shared by the threads (outside a parallel region), not on one.
+void apply_epilogue(const gemm::Epilogue& epilogue, int64_t r0, int64_t r1, int64_t N) {
+  constexpr int64_t kRows = 16;
+  const int64_t blocks = (r1 - r0 + kRows - 1) / kRows;
+  parallel_for_if(!omp_in_parallel() && blocks > 1, blocks,
+                  [&](int64_t k) { epilogue(r0 + k * kRows, std::min(r1, r0 + (k + 1) * kRows), 0, N); });
+}
+
 // The f32 product: gmlp's own (core/gemm.h) where the CPU has AVX2 or AVX-512, which allocates
 // nothing once a shape has been seen and starts no nested team; oneDNN's sgemm otherwise.
 void f32_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> a, int64_t lda,
@@ -163,7 +172,7 @@ void f32_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Op
                                       accumulate ? 1.f : 0.f, C, ldc);
   if (serial) omp_set_num_threads(threads);
   GMLP_CHECK(st == dnnl_success);
-  if (epilogue) (*epilogue)(0, M, 0, N);
+  if (epilogue) apply_epilogue(*epilogue, 0, M, N);
 }
 
 // C = op(A)·op(B) (+ C) in bf16 × bf16 → f32 by a oneDNN matmul primitive, created on first use
@@ -395,7 +404,7 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     if (!split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()) || (!trans_a && (A.is_bf16() || B.is_bf16())))
       return product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);
     matmul_split_k(product, trans_a, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    if (epilogue) (*epilogue)(0, M, 0, N);
+    if (epilogue) apply_epilogue(*epilogue, 0, M, N);
     return;
   }
   // bf16 on AMX (or asked for): oneDNN's bf16 × bf16 → f32 primitive.
@@ -417,7 +426,7 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   const void* b = operand(B, trans_b, K, N, b_ld, e.scratch_b);
   run_primitive(trans_a, trans_b, M, N, K, a, a_ld, b, b_ld, beta != 0.f ? Write::accumulate : Write::overwrite, C,
                 ldc);
-  if (epilogue) (*epilogue)(0, M, 0, N);
+  if (epilogue) apply_epilogue(*epilogue, 0, M, N);
 }
 
 template <>
