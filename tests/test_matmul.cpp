@@ -104,7 +104,10 @@ TEST(Matmul, EpilogueSeesEachFinishedElementOnceOnEveryPath) {
   };
   std::vector<Path> paths{{Precision::f32, Bf16Engine::automatic, false, true, 263, 257, 300},
                           {Precision::f32, Bf16Engine::automatic, true, false, 49, 53, 2600}};  // split K
-  if (cpu_has_bf16()) paths.push_back({Precision::bf16, Bf16Engine::onednn, false, true, 263, 257, 300});
+  if (cpu_has_bf16()) {
+    paths.push_back({Precision::bf16, Bf16Engine::onednn, false, true, 263, 257, 300});
+    paths.push_back({Precision::bf16, Bf16Engine::onednn, true, false, 49, 53, 2600});  // split K
+  }
   if (gemm::bf16_available()) paths.push_back({Precision::bf16, Bf16Engine::gmlp, false, true, 263, 257, 300});
   for (const Path& p : paths) {
     SCOPED_TRACE(std::string(precision_name(p.precision)) + (p.ta ? " A transposed" : "") +
@@ -215,14 +218,22 @@ TEST(Matmul, SplitKOnTwoThreadsMatchesTheDoubleProduct) {
       SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(K) + (accumulate ? " +=" : ""));
       check_matmul(Case{false, true, accumulate}, Precision::f32, M, N, K);
     }
-  for (const Precision precision : {Precision::f32, Precision::bf16}) {
-    if (precision == Precision::bf16 && !cpu_has_bf16()) continue;
-    for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{128, 256, 3136}, {512, 128, 3136}, {5, 7, 33}})
-      for (const bool accumulate : {false, true}) {
-        SCOPED_TRACE(cat(precision_name(precision), " ", M, "x", N, "x", K, accumulate ? " +=" : ""));
-        check_matmul(Case{true, false, accumulate}, precision, M, N, K);
-      }
-  }
+  // bf16 with each engine: oneDNN's primitive runs each thread's part on that thread alone.
+  for (const Precision precision : {Precision::f32, Precision::bf16})
+    for (const Bf16Engine engine : {Bf16Engine::gmlp, Bf16Engine::onednn}) {
+      if (precision == Precision::bf16 && !cpu_has_bf16()) continue;
+      if (precision == Precision::f32 && engine == Bf16Engine::onednn) continue;
+      if (engine == Bf16Engine::gmlp && precision == Precision::bf16 && !gemm::bf16_available()) continue;
+      set_bf16_engine(precision == Precision::bf16 ? engine : Bf16Engine::automatic);
+      for (const auto& [M, N, K] :
+           {std::tuple<int64_t, int64_t, int64_t>{128, 256, 3136}, {512, 128, 3136}, {5, 7, 33}})
+        for (const bool accumulate : {false, true}) {
+          SCOPED_TRACE(
+              cat(precision_name(precision), " ", bf16_engine_name(), " ", M, "x", N, "x", K, accumulate ? " +=" : ""));
+          check_matmul(Case{true, false, accumulate}, precision, M, N, K);
+        }
+    }
+  set_bf16_engine(Bf16Engine::automatic);
   set_threads(saved);
 }
 

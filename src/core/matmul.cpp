@@ -231,7 +231,8 @@ bool split_k_pays(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, i
   return trans_a && !trans_b && K >= 4 * std::max(M, N);
 }
 
-// A single-threaded product of the precision in use: f32_product or gemm::bf16gemm.
+// A product of the precision in use: f32_product, gemm::bf16gemm or onednn_bf16_product (each runs
+// on the calling thread alone inside a parallel region).
 using Product = void (*)(bool, bool, int64_t, int64_t, int64_t, Operand<float>, int64_t, Operand<float>, int64_t, bool,
                          float*, int64_t, const gemm::Epilogue*);
 
@@ -352,6 +353,32 @@ const Kept* constant_form(Form form, bool trans, int64_t r, int64_t c, const flo
   return &k;
 }
 
+// The bf16 product by oneDNN's bf16 × bf16 → f32 primitive (on AMX its tile kernels): an operand
+// stored as bf16 is read as it is, a float one as the dense bf16 copy the primitive reads, kept
+// once for a constant (the gate's token-mixing weight, an inference process's weights) or else
+// rounded into this thread's scratch on every call. The epilogue follows on the whole of C.
+void onednn_bf16_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
+                         Operand<float> B, int64_t ldb, bool accumulate, float* C, int64_t ldc,
+                         const gemm::Epilogue* epilogue) {
+  Engine& e = engine();
+  // op(X) (r × c) as the primitive reads it; ld becomes the dense copy's width.
+  auto operand = [](Operand<float> X, bool trans, int64_t r, int64_t c, int64_t& ld,
+                    std::vector<uint16_t>& scratch) -> const void* {
+    if (X.is_bf16()) return X.address();
+    const int64_t rows = trans ? c : r, cols = trans ? r : c, from = ld;  // as stored
+    ld = cols;
+    if (const Kept* k = constant_form(Form::bf16_dense, trans, r, c, X.data(), from)) return k->dense.data();
+    if (scratch.size() < size_t(rows * cols)) scratch.resize(size_t(rows * cols));
+    to_bf16(scratch.data(), X.data(), rows, cols, from);
+    return scratch.data();
+  };
+  int64_t a_ld = lda, b_ld = ldb;
+  const void* a = operand(A, trans_a, M, K, a_ld, e.scratch_a);
+  const void* b = operand(B, trans_b, K, N, b_ld, e.scratch_b);
+  run_primitive(trans_a, trans_b, M, N, K, a, a_ld, b, b_ld, accumulate ? Write::accumulate : Write::overwrite, C, ldc);
+  if (epilogue) apply_epilogue(*epilogue, 0, M, N);
+}
+
 }  // namespace
 
 void hold_constant(const float* begin, const float* end) {
@@ -391,41 +418,20 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     return;
   }
   // gmlp's own products: f32, and bf16 where the CPU has AVX512-BF16 but no AMX (on AMX, oneDNN's
-  // tile kernels below are faster than any vdpbf16ps kernel), or as set_bf16_engine says. An
-  // operand stored as bf16 makes the product bf16 (it exists only in bf16 precision).
+  // tile kernels are faster than any vdpbf16ps kernel), or as set_bf16_engine says. An operand
+  // stored as bf16 makes the product bf16 (it exists only in bf16 precision). Either engine's
+  // weight gradients split their long sum across the threads (matmul_split_k).
   const bool bf16 = g_precision == Precision::bf16 || A.is_bf16() || B.is_bf16();
-  const Product product = !bf16 ? f32_product : own_bf16() ? gemm::bf16gemm : nullptr;
-  if (product) {
-    const bool own = bf16 || gemm::available();  // f32 without gemm is oneDNN's sgemm
-    if (own && !B.is_bf16())
-      if (const Kept* k = constant_form(bf16 ? Form::bf16_pack : Form::f32_pack, trans_b, K, N, B.data(), ldb))
-        return gemm::multiply(trans_a, M, A, lda, *k->pack, beta != 0.f, C, ldc, epilogue);
-    // A·Bᵀ's chunks are copied as floats.
-    if (!split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()) || (!trans_a && (A.is_bf16() || B.is_bf16())))
-      return product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);
-    matmul_split_k(product, trans_a, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    if (epilogue) apply_epilogue(*epilogue, 0, M, N);
-    return;
-  }
-  // bf16 on AMX (or asked for): oneDNN's bf16 × bf16 → f32 primitive.
-  Engine& e = engine();
-  // op(X) (r × c) as the primitive reads it: bf16 as stored, or rounded into a dense copy (ld
-  // becomes its stored width), kept once for a frozen weight, else made in scratch on every call.
-  auto operand = [](Operand<float> X, bool trans, int64_t r, int64_t c, int64_t& ld,
-                    std::vector<uint16_t>& scratch) -> const void* {
-    if (X.is_bf16()) return X.address();
-    const int64_t rows = trans ? c : r, cols = trans ? r : c, from = ld;  // as stored
-    ld = cols;
-    if (const Kept* k = constant_form(Form::bf16_dense, trans, r, c, X.data(), from)) return k->dense.data();
-    if (scratch.size() < size_t(rows * cols)) scratch.resize(size_t(rows * cols));
-    to_bf16(scratch.data(), X.data(), rows, cols, from);
-    return scratch.data();
-  };
-  int64_t a_ld = lda, b_ld = ldb;
-  const void* a = operand(A, trans_a, M, K, a_ld, e.scratch_a);
-  const void* b = operand(B, trans_b, K, N, b_ld, e.scratch_b);
-  run_primitive(trans_a, trans_b, M, N, K, a, a_ld, b, b_ld, beta != 0.f ? Write::accumulate : Write::overwrite, C,
-                ldc);
+  const Product product = !bf16 ? f32_product : own_bf16() ? gemm::bf16gemm : onednn_bf16_product;
+  // A B held constant, packed once for gmlp's own products (oneDNN's keeps its dense copy).
+  const bool own = bf16 ? product == gemm::bf16gemm : gemm::available();  // f32 without gemm is oneDNN's sgemm
+  if (own && !B.is_bf16())
+    if (const Kept* k = constant_form(bf16 ? Form::bf16_pack : Form::f32_pack, trans_b, K, N, B.data(), ldb))
+      return gemm::multiply(trans_a, M, A, lda, *k->pack, beta != 0.f, C, ldc, epilogue);
+  // A·Bᵀ's chunks are copied as floats.
+  if (!split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()) || (!trans_a && (A.is_bf16() || B.is_bf16())))
+    return product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);
+  matmul_split_k(product, trans_a, M, N, K, A, lda, B, ldb, beta, C, ldc);
   if (epilogue) apply_epilogue(*epilogue, 0, M, N);
 }
 
