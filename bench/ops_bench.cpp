@@ -157,30 +157,29 @@ void register_heavy(const Shape& s) {
            });
 
   // sgu (split gate): the N×N token projection per image, 2·B·N²·H, plus LayerNorm and gate
-  // (10 per element of (M, H)); backward 4·B·N²·H + 20·M·H. Saved: vn, g (M, H), mean, rstd (M).
+  // (10 per element of (M, H)); backward 4·B·N²·H + 20·M·H. Saved: g (M, H), mean, rstd (M)
+  // (backward makes v̂ again from z).
   const SguShape sg{N, B, F, SguGate::split};
   const double sgu_param_bytes = kF * (2 * H + N * N + N);
-  add_both("sgu", s, "fwd", 2.0 * B * N * N * H + 10.0 * M * H, kF * (M * F + 3 * M * H + 2 * M) + sgu_param_bytes,
+  add_both("sgu", s, "fwd", 2.0 * B * N * N * H + 10.0 * M * H, kF * (M * F + 2 * M * H + 2 * M) + sgu_param_bytes,
            [=](Buffers& b, bool ref) -> Call {
-             float *out = b.fill(M * H, 0), *vn = b.fill(M * H, 0), *mean = b.fill(M, 0), *rstd = b.fill(M, 0),
-                   *g = b.fill(M * H, 0);
+             float *out = b.fill(M * H, 0), *mean = b.fill(M, 0), *rstd = b.fill(M, 0), *g = b.fill(M * H, 0);
              float *z = b.uniform(M * F), *gamma = b.uniform(H), *beta = b.uniform(H),
                    *W = b.uniform(N * N, -0.1f, 0.1f), *bias = b.uniform(N);
              if (ref) return [=] { sgu_forward_ref(out, z, gamma, beta, W, bias, sg, 1e-5f); };
-             return [=] { sgu_forward(out, vn, mean, rstd, g, z, gamma, beta, W, bias, sg, 1e-5f); };
+             return [=] { sgu_forward(out, mean, rstd, g, z, gamma, beta, W, bias, sg, 1e-5f); };
            });
   add_both("sgu", s, "bwd", 4.0 * B * N * N * H + 20.0 * M * H,
-           kF * (M * H + M * F + 2 * M * H + 2 * M + M * F) + sgu_param_bytes, [=](Buffers& b, bool ref) -> Call {
+           kF * (M * H + M * F + M * H + 2 * M + M * F) + sgu_param_bytes, [=](Buffers& b, bool ref) -> Call {
              float *dz = b.fill(M * F, 0), *dgamma = b.fill(H, 0), *dbeta = b.fill(H, 0), *dW = b.fill(N * N, 0),
                    *db = b.fill(N, 0);
-             float *vn = b.fill(M * H, 0), *mean = b.fill(M, 0), *rstd = b.fill(M, 0), *g = b.fill(M * H, 0),
-                   *out = b.fill(M * H, 0);
+             float *mean = b.fill(M, 0), *rstd = b.fill(M, 0), *g = b.fill(M * H, 0), *out = b.fill(M * H, 0);
              float *dout = b.uniform(M * H), *z = b.uniform(M * F), *gamma = b.uniform(H), *beta = b.uniform(H);
              float *W = b.uniform(N * N, -0.1f, 0.1f), *bias = b.uniform(N);
              if (ref)
                return [=] { sgu_backward_ref(dz, dgamma, dbeta, dW, db, dout, z, gamma, beta, W, bias, sg, 1e-5f); };
-             sgu_forward(out, vn, mean, rstd, g, z, gamma, beta, W, bias, sg, 1e-5f);
-             return [=] { sgu_backward(dz, dgamma, dbeta, dW, db, dout, z, vn, mean, rstd, g, gamma, W, sg); };
+             sgu_forward(out, mean, rstd, g, z, gamma, beta, W, bias, sg, 1e-5f);
+             return [=] { sgu_backward(dz, dgamma, dbeta, dW, db, dout, z, mean, rstd, g, gamma, beta, W, sg); };
            });
 
   // layernorm over D per row: 8 per element forward, 19 backward (dx, dγ, dβ).

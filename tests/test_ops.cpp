@@ -102,11 +102,11 @@ TEST(Sgu, GradientsMatchFiniteDifferences) {
         Rng rng(4);
         Vec z = randn<double>(M * s.F, rng), gamma = randn<double>(H, rng), beta = randn<double>(H, rng);
         Vec W = randn<double>(N * N, rng, 0.5), b = randn<double>(N, rng), res = randn<double>(M * H, rng);
-        Vec r = randn<double>(M * H, rng), out(M * H), vn(M * H), mean(M), rstd(M), g(M * H);
+        Vec r = randn<double>(M * H, rng), out(M * H), mean(M), rstd(M), g(M * H);
         const double* res_in = with_res ? res.data() : nullptr;
         auto loss = [&] {
-          sgu_forward(out.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(),
-                      W.data(), b.data(), s, 1e-5, res_in);
+          sgu_forward(out.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(), W.data(),
+                      b.data(), s, 1e-5, res_in);
           return dot(r, out);
         };
         loss();
@@ -114,8 +114,8 @@ TEST(Sgu, GradientsMatchFiniteDifferences) {
         Vec dz0(M * s.F, 0.0), dgm0(H, 0.1), dbt0(H, -0.2), dW0(N * N, 0.3), db0(N, 0.4), dres0(M * H, 0.0);
         Vec dz(M * s.F, std::nan("")), dgm = dgm0, dbt = dbt0, dW = dW0, db = db0;
         Vec dres(M * H, std::nan(""));
-        sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), r.data(), z.data(), vn.data(),
-                     mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, with_res ? dres.data() : nullptr);
+        sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), r.data(), z.data(), mean.data(),
+                     rstd.data(), g.data(), gamma.data(), beta.data(), W.data(), s, with_res ? dres.data() : nullptr);
         expect_fd("dz", z, dz, dz0, loss);
         expect_fd("dgamma", gamma, dgm, dgm0, loss);
         expect_fd("dbeta", beta, dbt, dbt0, loss);
@@ -439,21 +439,21 @@ TEST(FastVsRef, Sgu) {
       auto z = randn<float>(M * s.F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
       auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
       auto res = randn<float>(M * H, rng);
-      std::vector<float> out1(M * H), out2(M * H), vn(M * H), mean(M), rstd(M), g(M * H);
-      sgu_forward(out1.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(),
-                  W.data(), b.data(), s, 1e-5f, res.data());
+      std::vector<float> out1(M * H), out2(M * H), mean(M), rstd(M), g(M * H);
+      sgu_forward(out1.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(), W.data(),
+                  b.data(), s, 1e-5f, res.data());
       sgu_forward_ref(out2.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f, res.data());
       EXPECT_TRUE(close("out", out1, out2, tol::kFastVsRef));
       // Inference saves nothing: the same arithmetic in per-thread tiles, so the same bits.
       std::vector<float> out3(M * H);
-      sgu_forward<float>(out3.data(), nullptr, nullptr, nullptr, nullptr, z.data(), gamma.data(), beta.data(), W.data(),
+      sgu_forward<float>(out3.data(), nullptr, nullptr, nullptr, z.data(), gamma.data(), beta.data(), W.data(),
                          b.data(), s, 1e-5f, res.data());
       EXPECT_EQ(out1, out3);
       std::vector<float> dz1(M * s.F, std::nanf("")), dgm1(H, 0.f), dbt1(H, 0.f), dW1(N * N, 0.f), db1(N, 0.f);
       std::vector<float> dres1(M * H, std::nanf(""));
       auto dz2 = dz1, dgm2 = dgm1, dbt2 = dbt1, dW2 = dW1, db2 = db1, dres2 = dres1;
-      sgu_backward(dz1.data(), dgm1.data(), dbt1.data(), dW1.data(), db1.data(), dout.data(), z.data(), vn.data(),
-                   mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, dres1.data());
+      sgu_backward(dz1.data(), dgm1.data(), dbt1.data(), dW1.data(), db1.data(), dout.data(), z.data(), mean.data(),
+                   rstd.data(), g.data(), gamma.data(), beta.data(), W.data(), s, dres1.data());
       sgu_backward_ref(dz2.data(), dgm2.data(), dbt2.data(), dW2.data(), db2.data(), dout.data(), z.data(),
                        gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f, res.data(), dres2.data());
       EXPECT_TRUE(close("dz", dz1, dz2, tol::kFastVsRef));
@@ -485,12 +485,12 @@ TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
         auto z = randn<float>(M * F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
         auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
         auto res = randn<float>(M * H, rng), pre = randn<float>(M * F, rng);
-        std::vector<float> out(M * H), vn(M * H), mean(M), rstd(M), g(M * H), a(M * F), slope(M * F);
+        std::vector<float> out(M * H), mean(M), rstd(M), g(M * H), a(M * F), slope(M * F);
         std::vector<float> slope16((M * F + 1) / 2);
         gelu_forward_serial(a.data(), pre.data(), M * F, slope.data());
         if (gemm::bf16_available()) gelu_forward_serial(a.data(), pre.data(), M * F, slope16.data(), true);
-        sgu_forward(out.data(), vn.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(),
-                    W.data(), b.data(), s, 1e-5f, B > 1 ? res.data() : nullptr);
+        sgu_forward(out.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(), W.data(),
+                    b.data(), s, 1e-5f, B > 1 ? res.data() : nullptr);
         for (const bool bf16 : {false, true}) {
           if (bf16 && !gemm::bf16_available()) continue;
           SCOPED_TRACE(bf16 ? "slope and dz as bf16" : "floats");
@@ -501,8 +501,8 @@ TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
             dW.assign(size_t(N * N), 0.f);
             std::vector<float> dgm(H, 0.f), dbt(H, 0.f), db(N, 0.f), dres(M * H);
             const SguGelu<float> act{sl, bf16, dbias.data(), bf16 ? dz16.data() : nullptr};
-            sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), dout.data(), z.data(), vn.data(),
-                         mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, B > 1 ? dres.data() : nullptr,
+            sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), dout.data(), z.data(), mean.data(),
+                         rstd.data(), g.data(), gamma.data(), beta.data(), W.data(), s, B > 1 ? dres.data() : nullptr,
                          SguBf16{}, fused ? &act : nullptr);
             if (!fused) gelu_backward_by_slope(dz.data(), sl, M, F, dbias.data(), bf16 ? dz16.data() : nullptr, bf16);
           };
@@ -524,7 +524,7 @@ TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
 // The gate's g saved as bf16 (SguBf16::g, bf16 precision): the forward's output keeps its bits,
 // the saved g is the float g rounded to nearest even, and backward gives the bits of a backward
 // that reads those rounded values as floats; for every gate, with aMLP's residual and padding, on
-// 1 and 2 threads (with v̂ and the output stored as bf16 too where the CPU has AVX512-BF16).
+// 1 and 2 threads (with the output stored as bf16 too where the CPU has AVX512-BF16).
 TEST(FastVsRef, SguWithGSavedAsBf16ReadsTheRoundedG) {
   const int saved = num_threads();
   for (const char* gate : {"split", "multiplicative", "additive", "linear"})
@@ -542,12 +542,11 @@ TEST(FastVsRef, SguWithGSavedAsBf16ReadsTheRoundedG) {
         auto res = randn<float>(M * H, rng);
         const bool stored = gemm::bf16_available();
         const float* r = B > 1 ? res.data() : nullptr;
-        std::vector<float> out1(M * H), out2(M * H), vn1(M * H), vn2(M * H), mean(M), rstd(M), g1(M * H),
-            g2(M * H, std::nanf(""));
-        sgu_forward(out1.data(), vn1.data(), mean.data(), rstd.data(), g1.data(), z.data(), gamma.data(), beta.data(),
-                    W.data(), b.data(), s, 1e-5f, r, SguBf16{stored, false});
-        sgu_forward(out2.data(), vn2.data(), mean.data(), rstd.data(), g2.data(), z.data(), gamma.data(), beta.data(),
-                    W.data(), b.data(), s, 1e-5f, r, SguBf16{stored, true});
+        std::vector<float> out1(M * H), out2(M * H), mean(M), rstd(M), g1(M * H), g2(M * H, std::nanf(""));
+        sgu_forward(out1.data(), mean.data(), rstd.data(), g1.data(), z.data(), gamma.data(), beta.data(), W.data(),
+                    b.data(), s, 1e-5f, r, SguBf16{stored, false});
+        sgu_forward(out2.data(), mean.data(), rstd.data(), g2.data(), z.data(), gamma.data(), beta.data(), W.data(),
+                    b.data(), s, 1e-5f, r, SguBf16{stored, true});
         EXPECT_EQ(out1, out2);
         std::vector<float> rounded(M * H);
         const auto* g16 = reinterpret_cast<const uint16_t*>(g2.data());
@@ -559,8 +558,8 @@ TEST(FastVsRef, SguWithGSavedAsBf16ReadsTheRoundedG) {
                        std::vector<float>& dres) {
           dz.assign(size_t(M * F), std::nanf("")), dW.assign(size_t(N * N), 0.f), dres.assign(size_t(M * H), 0.f);
           std::vector<float> dgm(H, 0.f), dbt(H, 0.f), db(N, 0.f);
-          sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), dout.data(), z.data(), vn1.data(),
-                       mean.data(), rstd.data(), g.data(), gamma.data(), W.data(), s, r ? dres.data() : nullptr,
+          sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), dout.data(), z.data(), mean.data(),
+                       rstd.data(), g.data(), gamma.data(), beta.data(), W.data(), s, r ? dres.data() : nullptr,
                        SguBf16{stored, g_bf16});
         };
         std::vector<float> dz1, dz2, dW1, dW2, dres1, dres2;

@@ -276,9 +276,9 @@ class GatingMlp final : public Branch<T> {
     z_ = nullptr;  // GELU's slope at fc1's output, for backward only
     if (a.training()) a.keep(&z_, M * F_);
     // The gate's saved state is for backward only; inference keeps its tiles in cache.
-    vn_ = mean_ = rstd_ = g_ = nullptr;
+    mean_ = rstd_ = g_ = nullptr;
     if (a.training())
-      for (auto [p, n] : {std::pair{&vn_, M * H}, {&mean_, M}, {&rstd_, M}, {&g_, M * H}}) a.keep(p, n);
+      for (auto [p, n] : {std::pair{&mean_, M}, {&rstd_, M}, {&g_, M * H}}) a.keep(p, n);
     if (A_ > 0)
       for (auto [p, n] : {std::pair{&qkv_buf_, M * 3 * A_}, {&probs_, B * d_.N * d_.N}, {&ao_, M * A_}, {&r_, M * H}})
         a.keep(p, n);
@@ -293,8 +293,8 @@ class GatingMlp final : public Branch<T> {
   void forward(T* y, const T* xn, const T* w, int64_t B) override {
     const int64_t M = d_.N * B;
     // In bf16 precision GELU's slope and the gate's saved g are rounded to bf16 (SguBf16); the
-    // gate's output and saved v̂, and backward's dz, are stored as bf16 as well: only products
-    // read them (core/operand.h).
+    // gate's output and backward's dz are stored as bf16 as well: only products read them
+    // (core/operand.h).
     rounded_ = gelu_slope_bf16<T>();
     bf16_ = SguBf16{std::is_same_v<T, float> && bf16_activations(), rounded_};
     {
@@ -310,8 +310,8 @@ class GatingMlp final : public Branch<T> {
     }
     {
       GMLP_PROFILE("fwd.sgu");
-      sgu_forward(s_, vn_, mean_, rstd_, g_, a_, w + gnorm_w_, w + gnorm_b_, w + proj_w_, w + proj_b_, shape(B),
-                  T(eps_), A_ > 0 ? r_ : nullptr, bf16_);
+      sgu_forward(s_, mean_, rstd_, g_, a_, w + gnorm_w_, w + gnorm_b_, w + proj_w_, w + proj_b_, shape(B), T(eps_),
+                  A_ > 0 ? r_ : nullptr, bf16_);
     }
     {
       GMLP_PROFILE("fwd.fc2");
@@ -336,8 +336,8 @@ class GatingMlp final : public Branch<T> {
     {
       GMLP_PROFILE("bwd.sgu");  // and in bf16, GELU
       const SguGelu<T> gelu{z_, rounded_, fc1_db, dz_bf16 ? reinterpret_cast<uint16_t*>(dz16_) : nullptr};
-      sgu_backward(dz_, g + gnorm_w_, g + gnorm_b_, g + proj_w_, g + proj_b_, ds_, a_, vn_, mean_, rstd_, g_,
-                   w + gnorm_w_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr, bf16_, rounded_ ? &gelu : nullptr);
+      sgu_backward(dz_, g + gnorm_w_, g + gnorm_b_, g + proj_w_, g + proj_b_, ds_, a_, mean_, rstd_, g_, w + gnorm_w_,
+                   w + gnorm_b_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr, bf16_, rounded_ ? &gelu : nullptr);
     }
     if (!rounded_) {
       GMLP_PROFILE("bwd.gelu");
@@ -391,7 +391,7 @@ class GatingMlp final : public Branch<T> {
   SguBf16 bf16_;          // the gate's arrays the last forward stored as bf16
   bool rounded_ = false;  // z_ (GELU's slope) and g_ hold bfloat16 (gelu_slope_bf16), as the last forward
                           // wrote them
-  T *z_ = nullptr, *a_ = nullptr, *vn_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr, *g_ = nullptr, *s_ = nullptr;
+  T *z_ = nullptr, *a_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr, *g_ = nullptr, *s_ = nullptr;
   T *qkv_buf_ = nullptr, *probs_ = nullptr, *ao_ = nullptr, *r_ = nullptr;
   T *ds_ = nullptr, *dz_ = nullptr, *dz16_ = nullptr;
   T *dr_ = nullptr, *dao_ = nullptr, *dqkv_ = nullptr, *ascratch_ = nullptr;

@@ -39,6 +39,14 @@ template <class T>
 void layernorm_backward_ref(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy, const T* x,
                             int64_t ldx, const T* mean, const T* rstd, const T* gamma, int64_t M, int64_t C);
 
+// y = (x - mean)·rstd·γ + β for a row whose statistics are known: layernorm_row's last step, the
+// same bits (a backward remaking the normalised row instead of keeping it).
+template <class T>
+inline void layernorm_row_apply(T* y, const T* x, T mean, T rstd, const T* gamma, const T* beta, int64_t C) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) y[c] = (x[c] - mean) * rstd * gamma[c] + beta[c];
+}
+
 template <class T>
 inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int64_t C, T eps) {
   T s = 0;
@@ -49,8 +57,7 @@ inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, co
 #pragma omp simd reduction(+ : ss)
   for (int64_t c = 0; c < C; ++c) ss += (x[c] - mu) * (x[c] - mu);
   const T r = T(1) / std::sqrt(ss / T(C) + eps);
-#pragma omp simd
-  for (int64_t c = 0; c < C; ++c) y[c] = (x[c] - mu) * r * gamma[c] + beta[c];
+  layernorm_row_apply(y, x, mu, r, gamma, beta, C);
   *mean = mu;
   *rstd = r;
 }

@@ -70,7 +70,7 @@ class ThreadScratch {
   void zero_from(int t, int i) const { std::fill(at(t, i), base_ + (t + 1) * per_thread_, T(0)); }
 
  private:
-  std::array<int64_t, 8> offset_{};
+  std::array<int64_t, 9> offset_{};
   int64_t per_thread_ = 0;
   T* base_;
 };
@@ -149,23 +149,22 @@ void gate_row_backward(T* __restrict du, T* __restrict dg, const T* __restrict d
 // the core's cache from the LayerNorm through the token product to the gate, where the whole
 // batch at once streamed every (N, B, H) array through memory between each of those steps.
 template <class T>
-void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta, const T* W,
-                 const T* b, SguShape s, T eps, const T* res, SguBf16 bf16) {
+void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta, const T* W, const T* b,
+                 SguShape s, T eps, const T* res, SguBf16 bf16) {
   const int64_t N = s.N, B = s.B, H = s.H(), F = s.F, off = v_offset(s);
   const SguGate gate = s.gate;
-  const bool save = vn != nullptr;
+  const bool save = mean != nullptr;
   GMLP_CHECK((std::is_same_v<T, float> || !(bf16.stored || bf16.g)));
-  // Nothing to save (inference), or v̂ or g saved as bf16: their tiles live in per-thread memory
-  // that stays in cache. With bf16, each output row is made in a row of floats, then rounded.
+  // v̂, and what is not saved (all of it in inference, g saved as bf16), live in per-thread tiles
+  // that stay in cache. With bf16, each output row is made in a row of floats, then rounded.
   enum { kVn, kG, kMean, kRstd, kRow };
-  const bool scratch = !save || bf16.stored || bf16.g;
-  const ThreadScratch<T> sc({N * H, N * H, N, N, H}, scratch ? omp_get_max_threads() : 0);
+  const ThreadScratch<T> sc({N * H, N * H, N, N, H}, omp_get_max_threads());
   // At batch 1 (inference's latency) the threads share each image's rows. Backward, where each
   // thread adds into partial sums of its own, always runs whole images.
   const bool spread = by_image(B), rows_shared = !spread && !omp_in_parallel();
   for_each_image(spread, B, [&](int64_t img, int t) {
     // This image's (N, H) tiles and (N) statistics.
-    T* vi = save && !bf16.stored ? vn + img * N * H : sc.at(t, kVn);
+    T* vi = sc.at(t, kVn);
     T* gi = save && !bf16.g ? g + img * N * H : sc.at(t, kG);
     T* mi = save ? mean + img * N : sc.at(t, kMean);
     T* ri = save ? rstd + img * N : sc.at(t, kRstd);
@@ -176,7 +175,6 @@ void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gam
       if (s.pad && s.pad[img * N + n]) std::fill(vi + n * H, vi + (n + 1) * H, T(0));  // read by no token
     });
     matmul<T>(false, false, N, H, N, W, N, vi, H, T(0), gi, H);  // g = W·v̂
-    if (save && bf16.stored) store_bf16(element(vn, img * N * H, true), vi, N * H);
     parallel_for_if(rows_shared, N, [&](int64_t n) {
       const int64_t r = n * B + img;
       if (n + kAhead < N) {
@@ -203,8 +201,8 @@ void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gam
 }
 
 template <class T>
-void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* vn, const T* mean,
-                  const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres, SguBf16 bf16,
+void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* mean, const T* rstd,
+                  const T* g, const T* gamma, const T* beta, const T* W, SguShape s, T* dres, SguBf16 bf16,
                   const SguGelu<T>* gelu) {
   const int64_t N = s.N, B = s.B, H = s.H(), F = s.F, off = v_offset(s);
   const SguGate gate = s.gate;
@@ -213,13 +211,13 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
   GMLP_CHECK((!act.d16 || (act.slope && std::is_same_v<T, float>)));
   // With dz's rows stored as bf16 (act.d16), the float rows are made in a per-thread tile first.
   const bool dz_tile = act.d16 != nullptr;
-  // Per thread: the dg and dv̂ tiles, the image's dz rows (dz_tile), then partial sums of dW, db,
-  // dgamma, dbeta and GELU's bias gradient.
-  enum { kDg, kDvn, kDz, kDW, kDb, kDgamma, kDbeta, kDbias };
-  const ThreadScratch<T> sc({N * H, N * H, dz_tile ? N * F : 0, N * N, N, H, H, act.dbias ? F : 0}, threads);
+  // Per thread: the dg and dv̂ tiles, the image's dz rows (dz_tile), its v̂ made again, then partial
+  // sums of dW, db, dgamma, dbeta and GELU's bias gradient.
+  enum { kDg, kDvn, kDz, kVn, kDW, kDb, kDgamma, kDbeta, kDbias };
+  const ThreadScratch<T> sc({N * H, N * H, dz_tile ? N * F : 0, N * H, N * N, N, H, H, act.dbias ? F : 0}, threads);
   for (int t = 0; t < threads; ++t) sc.zero_from(t, kDW);
   for_each_image(by_image(B), B, [&](int64_t img, int t) {
-    const Operand<T> vi = stored(element(vn, img * N * H, bf16.stored), bf16.stored);
+    T* vi = sc.at(t, kVn);
     const T* gi = element(g, img * N * H, bf16.g);
     // ∂L/∂g of this image: aMLP's attention reads it too, so then it is written there directly.
     T* dg = dres ? dres + img * H : sc.at(t, kDg);
@@ -229,14 +227,17 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
     // Token n's row of dz as it is made: in dz, or in the thread's tile.
     auto dz_row = [&](int64_t n) { return dz_tile ? sc.at(t, kDz) + n * F : dz + (n * B + img) * F; };
     // fwd: out = u ⊙ g  =>  du = dout·g, dg = dout·u;   out = u + g  =>  du = dg = dout;
-    //      out = g  =>  du = 0, dg = dout.  (u is z's first H channels.)
+    //      out = g  =>  du = 0, dg = dout.  (u is z's first H channels.) The row of v̂ is made
+    //      again on the way, from the row of z this loop reads anyway.
     for (int64_t n = 0; n < N; ++n) {
       const int64_t r = n * B + img;
       if (n + kAhead < N) {
         prefetch(dout + (r + kAhead * B) * H, H);
-        prefetch(z + (r + kAhead * B) * F, H);
+        prefetch(z + (r + kAhead * B) * F, F);
         if (!dz_tile) prefetch(dz + (r + kAhead * B) * F, H, true);
       }
+      layernorm_row_apply(vi + n * H, z + r * F + off, mean[img * N + n], rstd[img * N + n], gamma, beta, H);
+      if (s.pad && s.pad[img * N + n]) std::fill(vi + n * H, vi + (n + 1) * H, T(0));  // as the forward's
       T* dzr = dz_row(n);
       T* dgr = dg + n * ldg;
       const T* dor = dout + r * H;
@@ -375,7 +376,7 @@ void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, c
 }
 
 #define GMLP_INSTANTIATE(T)                                                                                         \
-  template void sgu_forward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, SguShape, T,   \
+  template void sgu_forward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, SguShape, T,       \
                                const T*, SguBf16);                                                                  \
   template void sgu_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,     \
                                 const T*, const T*, SguShape, T*, SguBf16, const SguGelu<T>*);                      \

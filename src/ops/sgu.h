@@ -30,8 +30,8 @@ struct SguShape {
 // Which of the gate's arrays hold bfloat16 (float only; core/operand.h), in the first half of
 // their buffers.
 struct SguBf16 {
-  // out and v̂ (stored by sgu_forward): only products read them (the next layer, and backward's
-  // dW), so this keeps the step's bits (bf16_activations()).
+  // out (stored by sgu_forward): only products read it (the next layer's), so this keeps the
+  // step's bits (bf16_activations()).
   bool stored = false;
   // The saved g, rounded, in bf16 precision (gelu_slope_bf16()). Backward reads it only to scale
   // dout into u's gradient, which GELU's slope (bf16 as well) then scales and fc1's products read
@@ -41,14 +41,16 @@ struct SguBf16 {
 };
 
 // out: (N, B, H) overwritten. Saved for backward, image-major because both passes run image by
-// image: vn = LayerNorm(v) (B, N, H), mean, rstd (B, N), g (B, N, H); all four nullptr when
-// nothing is saved (inference). z: (N, B, F).
+// image: mean, rstd (B, N) and g (B, N, H); all three nullptr when nothing is saved (inference).
+// v̂ = LayerNorm(v) is not saved: backward makes it again from z and the statistics (the same
+// bits) in the pass that reads z's rows anyway, where keeping it wrote M·H values and read them
+// back. z: (N, B, F).
 // gamma, beta: (H). W: (N, N) [out token, in token]. b: (N).
 // res: (N, B, H) added to the gate before it is applied (aMLP's attention), or nullptr.
 // bf16: which arrays are bfloat16 (SguBf16).
 template <class T>
-void sgu_forward(T* out, T* vn, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta, const T* W,
-                 const T* b, SguShape s, T eps, const T* res = nullptr, SguBf16 bf16 = {});
+void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, const T* beta, const T* W, const T* b,
+                 SguShape s, T eps, const T* res = nullptr, SguBf16 bf16 = {});
 
 // GELU's backward, where z = GELU(y) (the gating MLP's fc1): sgu_backward multiplies each row of
 // dz by the slope fc1's forward saved once the row is final (gelu_backward_by_slope_row, the same
@@ -65,11 +67,12 @@ struct SguGelu {
 
 // Overwrites dz (N, B, F) (a fresh activation gradient: nothing else flows into z); accumulates
 // into the parameter gradients dgamma, dbeta (H), dW (N, N), db (N). dres (N, B, H), if given,
-// is overwritten with ∂L/∂res. bf16: as sgu_forward was given. gelu, when given: dz is GELU's
-// input's gradient instead (SguGelu). Working memory is per thread, allocated on first use.
+// is overwritten with ∂L/∂res. mean, rstd, g: as sgu_forward saved them; bf16: as it was given.
+// gelu, when given: dz is GELU's input's gradient instead (SguGelu). Working memory is per
+// thread, allocated on first use.
 template <class T>
-void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* vn, const T* mean,
-                  const T* rstd, const T* g, const T* gamma, const T* W, SguShape s, T* dres = nullptr,
+void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* mean, const T* rstd,
+                  const T* g, const T* gamma, const T* beta, const T* W, SguShape s, T* dres = nullptr,
                   SguBf16 bf16 = {}, const SguGelu<T>* gelu = nullptr);
 
 // Plain loops over (n, b, h) with the token sum written out; no saved state.
