@@ -465,12 +465,11 @@ TEST(FastVsRef, Sgu) {
     }
 }
 
-// GELU's backward inside the gate's (SguGelu, the gating MLP's): each row of dz as the gate's
-// backward and then gelu_backward_by_slope's own pass make it, bit for bit, with the slope as
-// floats and as bf16, dz as floats and stored as bf16, for every gate, with aMLP's residual and
-// padding, on 1 and 2 threads. fc1's bias gradient sums the rows image by image instead of in
-// blocks of rows, so it matches to rounding.
-TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
+// Calls f(s) for every gate, at batch 1 and at batch 6 with a padding token in each image (and
+// aMLP's residual where the test passes it), on 1 and 2 threads: the cases each of the gate's
+// fused paths is held to.
+template <class F>
+void for_each_gate_case(const F& f) {
   const int saved = num_threads();
   for (const char* gate : {"split", "multiplicative", "additive", "linear"})
     for (const int64_t B : {1, 6})
@@ -479,46 +478,56 @@ TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
         set_threads(threads);
         std::vector<uint8_t> pad(size_t(B) * 49, 0);
         for (int64_t b = 0; b < B; ++b) pad[size_t(b * 49 + 40)] = 1;
-        const SguShape s{49, B, 38, parse_sgu_gate(gate), B > 1 ? pad.data() : nullptr};
-        const int64_t M = s.rows(), H = s.H(), N = s.N, F = s.F;
-        Rng rng(14);
-        auto z = randn<float>(M * F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
-        auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
-        auto res = randn<float>(M * H, rng), pre = randn<float>(M * F, rng);
-        std::vector<float> out(M * H), mean(M), rstd(M), g(M * H), a(M * F), slope(M * F);
-        std::vector<float> slope16((M * F + 1) / 2);
-        gelu_forward_serial(a.data(), pre.data(), M * F, slope.data());
-        if (gemm::bf16_available()) gelu_forward_serial(a.data(), pre.data(), M * F, slope16.data(), true);
-        sgu_forward(out.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(), W.data(),
-                    b.data(), s, 1e-5f, B > 1 ? res.data() : nullptr);
-        for (const bool bf16 : {false, true}) {
-          if (bf16 && !gemm::bf16_available()) continue;
-          SCOPED_TRACE(bf16 ? "slope and dz as bf16" : "floats");
-          const float* sl = bf16 ? slope16.data() : slope.data();
-          auto run = [&](bool fused, std::vector<float>& dz, std::vector<uint16_t>& dz16, std::vector<float>& dbias,
-                         std::vector<float>& dW) {
-            dz.assign(size_t(M * F), std::nanf("")), dz16.assign(size_t(M * F), 0), dbias.assign(size_t(F), 0.5f);
-            dW.assign(size_t(N * N), 0.f);
-            std::vector<float> dgm(H, 0.f), dbt(H, 0.f), db(N, 0.f), dres(M * H);
-            const SguGelu<float> act{sl, bf16, dbias.data(), bf16 ? dz16.data() : nullptr};
-            sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), dout.data(), z.data(), mean.data(),
-                         rstd.data(), g.data(), gamma.data(), beta.data(), W.data(), s, B > 1 ? dres.data() : nullptr,
-                         SguBf16{}, fused ? &act : nullptr);
-            if (!fused) gelu_backward_by_slope(dz.data(), sl, M, F, dbias.data(), bf16 ? dz16.data() : nullptr, bf16);
-          };
-          std::vector<float> dz1, dz2, db1, db2, dW1, dW2;
-          std::vector<uint16_t> h1, h2;
-          run(false, dz1, h1, db1, dW1);
-          run(true, dz2, h2, db2, dW2);
-          if (bf16)
-            EXPECT_EQ(h1, h2) << "dz stored as bf16";
-          else
-            EXPECT_EQ(dz1, dz2);
-          EXPECT_EQ(dW1, dW2);
-          EXPECT_TRUE(close("fc1's bias gradient", db2, db1, tol::kFastVsRef, 30.0));  // sums over N·B rows
-        }
+        f(SguShape{49, B, 38, parse_sgu_gate(gate), B > 1 ? pad.data() : nullptr});
       }
   set_threads(saved);
+}
+
+// GELU's backward inside the gate's (SguGelu, the gating MLP's): each row of dz as the gate's
+// backward and then gelu_backward_by_slope's own pass make it, bit for bit, with the slope as
+// floats and as bf16, dz as floats and stored as bf16, for every gate, with aMLP's residual and
+// padding, on 1 and 2 threads. fc1's bias gradient sums the rows image by image instead of in
+// blocks of rows, so it matches to rounding.
+TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
+  for_each_gate_case([&](const SguShape& s) {
+    const int64_t M = s.rows(), H = s.H(), N = s.N, F = s.F, B = s.B;
+    Rng rng(14);
+    auto z = randn<float>(M * F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
+    auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
+    auto res = randn<float>(M * H, rng), pre = randn<float>(M * F, rng);
+    std::vector<float> out(M * H), mean(M), rstd(M), g(M * H), a(M * F), slope(M * F);
+    std::vector<float> slope16((M * F + 1) / 2);
+    gelu_forward_serial(a.data(), pre.data(), M * F, slope.data());
+    if (gemm::bf16_available()) gelu_forward_serial(a.data(), pre.data(), M * F, slope16.data(), true);
+    sgu_forward(out.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(), W.data(), b.data(),
+                s, 1e-5f, B > 1 ? res.data() : nullptr);
+    for (const bool bf16 : {false, true}) {
+      if (bf16 && !gemm::bf16_available()) continue;
+      SCOPED_TRACE(bf16 ? "slope and dz as bf16" : "floats");
+      const float* sl = bf16 ? slope16.data() : slope.data();
+      auto run = [&](bool fused, std::vector<float>& dz, std::vector<uint16_t>& dz16, std::vector<float>& dbias,
+                     std::vector<float>& dW) {
+        dz.assign(size_t(M * F), std::nanf("")), dz16.assign(size_t(M * F), 0), dbias.assign(size_t(F), 0.5f);
+        dW.assign(size_t(N * N), 0.f);
+        std::vector<float> dgm(H, 0.f), dbt(H, 0.f), db(N, 0.f), dres(M * H);
+        const SguGelu<float> act{sl, bf16, dbias.data(), bf16 ? dz16.data() : nullptr};
+        sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), dout.data(), z.data(), mean.data(),
+                     rstd.data(), g.data(), gamma.data(), beta.data(), W.data(), s, B > 1 ? dres.data() : nullptr,
+                     SguBf16{}, fused ? &act : nullptr);
+        if (!fused) gelu_backward_by_slope(dz.data(), sl, M, F, dbias.data(), bf16 ? dz16.data() : nullptr, bf16);
+      };
+      std::vector<float> dz1, dz2, db1, db2, dW1, dW2;
+      std::vector<uint16_t> h1, h2;
+      run(false, dz1, h1, db1, dW1);
+      run(true, dz2, h2, db2, dW2);
+      if (bf16)
+        EXPECT_EQ(h1, h2) << "dz stored as bf16";
+      else
+        EXPECT_EQ(dz1, dz2);
+      EXPECT_EQ(dW1, dW2);
+      EXPECT_TRUE(close("fc1's bias gradient", db2, db1, tol::kFastVsRef, 30.0));  // sums over N·B rows
+    }
+  });
 }
 
 // The gate's g saved as bf16 (SguBf16::g, bf16 precision): the forward's output keeps its bits,
@@ -526,50 +535,41 @@ TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
 // that reads those rounded values as floats; for every gate, with aMLP's residual and padding, on
 // 1 and 2 threads (with the output stored as bf16 too where the CPU has AVX512-BF16).
 TEST(FastVsRef, SguWithGSavedAsBf16ReadsTheRoundedG) {
-  const int saved = num_threads();
-  for (const char* gate : {"split", "multiplicative", "additive", "linear"})
-    for (const int64_t B : {1, 6})
-      for (const int threads : {1, 2}) {
-        SCOPED_TRACE(std::string(gate) + " B=" + std::to_string(B) + " threads=" + std::to_string(threads));
-        set_threads(threads);
-        std::vector<uint8_t> pad(size_t(B) * 49, 0);
-        for (int64_t b = 0; b < B; ++b) pad[size_t(b * 49 + 40)] = 1;
-        const SguShape s{49, B, 38, parse_sgu_gate(gate), B > 1 ? pad.data() : nullptr};
-        const int64_t M = s.rows(), H = s.H(), N = s.N, F = s.F;
-        Rng rng(15);
-        auto z = randn<float>(M * F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
-        auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
-        auto res = randn<float>(M * H, rng);
-        const bool stored = gemm::bf16_available();
-        const float* r = B > 1 ? res.data() : nullptr;
-        std::vector<float> out1(M * H), out2(M * H), mean(M), rstd(M), g1(M * H), g2(M * H, std::nanf(""));
-        sgu_forward(out1.data(), mean.data(), rstd.data(), g1.data(), z.data(), gamma.data(), beta.data(), W.data(),
-                    b.data(), s, 1e-5f, r, SguBf16{stored, false});
-        sgu_forward(out2.data(), mean.data(), rstd.data(), g2.data(), z.data(), gamma.data(), beta.data(), W.data(),
-                    b.data(), s, 1e-5f, r, SguBf16{stored, true});
-        EXPECT_EQ(out1, out2);
-        std::vector<float> rounded(M * H);
-        const auto* g16 = reinterpret_cast<const uint16_t*>(g2.data());
-        for (int64_t i = 0; i < M * H; ++i) {
-          ASSERT_EQ(g16[i], float_to_bf16(g1[i])) << "saved g, element " << i;
-          rounded[i] = bf16_to_float(g16[i]);
-        }
-        auto run = [&](const std::vector<float>& g, bool g_bf16, std::vector<float>& dz, std::vector<float>& dW,
-                       std::vector<float>& dres) {
-          dz.assign(size_t(M * F), std::nanf("")), dW.assign(size_t(N * N), 0.f), dres.assign(size_t(M * H), 0.f);
-          std::vector<float> dgm(H, 0.f), dbt(H, 0.f), db(N, 0.f);
-          sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), dout.data(), z.data(), mean.data(),
-                       rstd.data(), g.data(), gamma.data(), beta.data(), W.data(), s, r ? dres.data() : nullptr,
-                       SguBf16{stored, g_bf16});
-        };
-        std::vector<float> dz1, dz2, dW1, dW2, dres1, dres2;
-        run(rounded, false, dz1, dW1, dres1);
-        run(g2, true, dz2, dW2, dres2);
-        EXPECT_EQ(dz1, dz2);
-        EXPECT_EQ(dW1, dW2);
-        EXPECT_EQ(dres1, dres2);
-      }
-  set_threads(saved);
+  for_each_gate_case([&](const SguShape& s) {
+    const int64_t M = s.rows(), H = s.H(), N = s.N, F = s.F, B = s.B;
+    Rng rng(15);
+    auto z = randn<float>(M * F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
+    auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
+    auto res = randn<float>(M * H, rng);
+    const bool stored = gemm::bf16_available();
+    const float* r = B > 1 ? res.data() : nullptr;
+    std::vector<float> out1(M * H), out2(M * H), mean(M), rstd(M), g1(M * H), g2(M * H, std::nanf(""));
+    sgu_forward(out1.data(), mean.data(), rstd.data(), g1.data(), z.data(), gamma.data(), beta.data(), W.data(),
+                b.data(), s, 1e-5f, r, SguBf16{stored, false});
+    sgu_forward(out2.data(), mean.data(), rstd.data(), g2.data(), z.data(), gamma.data(), beta.data(), W.data(),
+                b.data(), s, 1e-5f, r, SguBf16{stored, true});
+    EXPECT_EQ(out1, out2);
+    std::vector<float> rounded(M * H);
+    const auto* g16 = reinterpret_cast<const uint16_t*>(g2.data());
+    for (int64_t i = 0; i < M * H; ++i) {
+      ASSERT_EQ(g16[i], float_to_bf16(g1[i])) << "saved g, element " << i;
+      rounded[i] = bf16_to_float(g16[i]);
+    }
+    auto run = [&](const std::vector<float>& g, bool g_bf16, std::vector<float>& dz, std::vector<float>& dW,
+                   std::vector<float>& dres) {
+      dz.assign(size_t(M * F), std::nanf("")), dW.assign(size_t(N * N), 0.f), dres.assign(size_t(M * H), 0.f);
+      std::vector<float> dgm(H, 0.f), dbt(H, 0.f), db(N, 0.f);
+      sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), dout.data(), z.data(), mean.data(),
+                   rstd.data(), g.data(), gamma.data(), beta.data(), W.data(), s, r ? dres.data() : nullptr,
+                   SguBf16{stored, g_bf16});
+    };
+    std::vector<float> dz1, dz2, dW1, dW2, dres1, dres2;
+    run(rounded, false, dz1, dW1, dres1);
+    run(g2, true, dz2, dW2, dres2);
+    EXPECT_EQ(dz1, dz2);
+    EXPECT_EQ(dW1, dW2);
+    EXPECT_EQ(dres1, dres2);
+  });
 }
 
 // GELU's backward fused into the product of the next layer's input gradient: the unfused
