@@ -296,7 +296,7 @@ class GatingMlp final : public Branch<T> {
     // gate's output and backward's dz are stored as bf16 as well: only products read them
     // (core/operand.h).
     rounded_ = gelu_slope_bf16<T>();
-    bf16_ = SguBf16{std::is_same_v<T, float> && bf16_activations(), rounded_};
+    stored_ = std::is_same_v<T, float> && bf16_activations();
     {
       GMLP_PROFILE("fwd.fc1");  // and GELU, fused into the product
       fc1_.forward(a_, xn, w, M, Activation::gelu, z_, rounded_);
@@ -311,18 +311,18 @@ class GatingMlp final : public Branch<T> {
     {
       GMLP_PROFILE("fwd.sgu");
       sgu_forward(s_, mean_, rstd_, g_, a_, w + gnorm_w_, w + gnorm_b_, w + proj_w_, w + proj_b_, shape(B), T(eps_),
-                  A_ > 0 ? r_ : nullptr, bf16_);
+                  A_ > 0 ? r_ : nullptr, gate_bf16());
     }
     {
       GMLP_PROFILE("fwd.fc2");
-      fc2_.forward(y, stored(s_, bf16_.stored), w, M);
+      fc2_.forward(y, stored(s_, stored_), w, M);
     }
   }
   void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
     const int64_t M = d_.N * B;
     {
       GMLP_PROFILE("bwd.fc2");
-      fc2_.backward(ds_, dy, stored(s_, bf16_.stored), w, g, M);
+      fc2_.backward(ds_, dy, stored(s_, stored_), w, g, M);
     }
     // GELU's backward: a multiply by the slope fc1's epilogue saved, with fc1's bias gradient
     // summed on the way. In bf16 precision it runs inside the gate's backward, on each row of dz
@@ -331,13 +331,14 @@ class GatingMlp final : public Branch<T> {
     // slope's float rows, a batch of rows apart, cost what the pass's read of dz saved
     // (docs/design.md). The choice follows the precision, not the storage, so that stored and
     // float activations sum fc1's bias gradient in the same order.
-    const bool dz_bf16 = bf16_.stored && dz16_;
+    const bool dz_bf16 = stored_ && dz16_;
     T* fc1_db = fc1_.b >= 0 ? g + fc1_.b : nullptr;
     {
       GMLP_PROFILE("bwd.sgu");  // and in bf16, GELU
       const SguGelu<T> gelu{z_, rounded_, fc1_db, dz_bf16 ? reinterpret_cast<uint16_t*>(dz16_) : nullptr};
       sgu_backward(dz_, g + gnorm_w_, g + gnorm_b_, g + proj_w_, g + proj_b_, ds_, a_, mean_, rstd_, g_, w + gnorm_w_,
-                   w + gnorm_b_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr, bf16_, rounded_ ? &gelu : nullptr);
+                   w + gnorm_b_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr, gate_bf16(),
+                   rounded_ ? &gelu : nullptr);
     }
     if (!rounded_) {
       GMLP_PROFILE("bwd.gelu");
@@ -378,6 +379,7 @@ class GatingMlp final : public Branch<T> {
   }
 
  private:
+  SguBf16 gate_bf16() const { return SguBf16{stored_, rounded_}; }
   SguShape shape(int64_t B) const { return SguShape{d_.N, B, F_, gate_, score_bias_ ? score_bias_->pad : nullptr}; }
   BranchDims d_;
   int64_t F_;
@@ -388,9 +390,9 @@ class GatingMlp final : public Branch<T> {
   const SharedScoreBias<T>* score_bias_;
   LinearParams fc1_, fc2_, qkv_, aproj_;
   int64_t gnorm_w_ = 0, gnorm_b_ = 0, proj_w_ = 0, proj_b_ = 0;
-  SguBf16 bf16_;          // the gate's arrays the last forward stored as bf16
-  bool rounded_ = false;  // z_ (GELU's slope) and g_ hold bfloat16 (gelu_slope_bf16), as the last forward
-                          // wrote them
+  // As the last forward wrote them: s_ and dz16_ in use (bf16_activations()); z_ (GELU's slope)
+  // and g_ holding bfloat16 (gelu_slope_bf16).
+  bool stored_ = false, rounded_ = false;
   T *z_ = nullptr, *a_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr, *g_ = nullptr, *s_ = nullptr;
   T *qkv_buf_ = nullptr, *probs_ = nullptr, *ao_ = nullptr, *r_ = nullptr;
   T *ds_ = nullptr, *dz_ = nullptr, *dz16_ = nullptr;
