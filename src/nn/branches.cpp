@@ -89,7 +89,8 @@ class ChannelMlp final : public Branch<T> {
     a.keep(&a_, M * F_);
     if (a.training()) a.temp(&da_, M * F_);
   }
-  void forward(T* y, const T* xn, const T* w, int64_t B) override {
+  bool multiplies_xn_only() const override { return true; }
+  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) override {
     const int64_t M = d_.N * B;
     slope_bf16_ = gelu_slope_bf16<T>();
     {
@@ -101,7 +102,7 @@ class ChannelMlp final : public Branch<T> {
       fc2_.forward(y, a_, w, M);
     }
   }
-  void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+  void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
     const int64_t M = d_.N * B;
     {
       GMLP_PROFILE("bwd.fc2");  // and GELU's backward, fused into the product
@@ -158,12 +159,14 @@ class TokenMlp final : public Branch<T> {
     if (a.training()) a.temp(&da_, Tn_ * BD);
   }
   // The batch as one (N × B·D) matrix: Z = W1·X + b1, Y = W2·GELU(Z) + b2.
-  void forward(T* y, const T* xn, const T* w, int64_t B) override {
+  // Without its own norm over the tokens, xn is fc1's operand only.
+  bool multiplies_xn_only() const override { return norm_w_ < 0; }
+  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) override {
     GMLP_PROFILE("fwd.token_mlp");
     const int64_t N = d_.N, BD = B * d_.D;
-    const T* x = xn;
+    Operand<T> x = xn;
     if (norm_w_ >= 0) {
-      column_layernorm_forward(xt_, cmean_, crstd_, xn, w + norm_w_, w + norm_b_, N, BD, T(eps_));
+      column_layernorm_forward(xt_, cmean_, crstd_, xn.data(), w + norm_w_, w + norm_b_, N, BD, T(eps_));
       x = xt_;
     }
     matmul<T>(false, false, Tn_, BD, N, w + fc1_.w, N, x, BD, T(0), z_, BD);
@@ -172,10 +175,10 @@ class TokenMlp final : public Branch<T> {
     matmul<T>(false, false, N, BD, Tn_, w + fc2_.w, Tn_, a_, BD, T(0), y, BD);
     row_bias_forward(y, w + fc2_.b, N, BD);
   }
-  void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+  void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.token_mlp");
     const int64_t N = d_.N, BD = B * d_.D;
-    const T* x = norm_w_ >= 0 ? xt_ : xn;
+    const Operand<T> x = norm_w_ >= 0 ? Operand<T>(xt_) : xn;
     row_bias_backward(g + fc2_.b, dy, N, BD);
     matmul<T>(false, true, N, Tn_, BD, dy, BD, a_, BD, T(1), g + fc2_.w, Tn_);
     matmul<T>(true, false, Tn_, BD, N, w + fc2_.w, Tn_, dy, BD, T(0), da_, BD);
@@ -185,7 +188,7 @@ class TokenMlp final : public Branch<T> {
     T* dx = norm_w_ >= 0 ? dxt_ : dxn;
     matmul<T>(true, false, N, BD, Tn_, w + fc1_.w, N, da_, BD, T(0), dx, BD);
     if (norm_w_ >= 0)
-      column_layernorm_backward(dxn, g + norm_w_, g + norm_b_, dxt_, xn, cmean_, crstd_, w + norm_w_, N, BD);
+      column_layernorm_backward(dxn, g + norm_w_, g + norm_b_, dxt_, xn.data(), cmean_, crstd_, w + norm_w_, N, BD);
   }
   double flops_per_image() const override { return 4.0 * double(d_.N * Tn_ * d_.D); }
   std::string emit(OnnxBuilder& g, const std::string& xn) const override {
@@ -213,13 +216,14 @@ class TokenLinear final : public Branch<T> {
   TokenLinear(ParamTable& t, const std::string& prefix, BranchDims d) : d_(d), lin_(t, prefix, d.N, d.N) {}
   void init(T* w, Rng& rng) const override { lin_.init(w, InitStyle::mixer, rng); }
   void lay_out(Arena<T>&, int64_t) override {}
-  void forward(T* y, const T* xn, const T* w, int64_t B) override {
+  bool multiplies_xn_only() const override { return true; }
+  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) override {
     GMLP_PROFILE("fwd.token_linear");
     const int64_t N = d_.N, BD = B * d_.D;
     matmul<T>(false, false, N, BD, N, w + lin_.w, N, xn, BD, T(0), y, BD);
     row_bias_forward(y, w + lin_.b, N, BD);
   }
-  void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+  void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.token_linear");
     const int64_t N = d_.N, BD = B * d_.D;
     row_bias_backward(g + lin_.b, dy, N, BD);
@@ -290,7 +294,8 @@ class GatingMlp final : public Branch<T> {
       for (auto [p, n] : {std::pair{&dr_, M * H}, {&dao_, M * A_}, {&dqkv_, M * 3 * A_}, {&ascratch_, B * d_.N * d_.N}})
         a.temp(p, n);
   }
-  void forward(T* y, const T* xn, const T* w, int64_t B) override {
+  bool multiplies_xn_only() const override { return true; }  // fc1's and aMLP's qkv's operand
+  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) override {
     const int64_t M = d_.N * B;
     // In bf16 precision GELU's slope and the gate's saved g are rounded to bf16 (SguBf16); the
     // gate's output and backward's dz are stored as bf16 as well: only products read them
@@ -318,7 +323,7 @@ class GatingMlp final : public Branch<T> {
       fc2_.forward(y, stored(s_, stored_), w, M);
     }
   }
-  void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+  void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
     const int64_t M = d_.N * B;
     {
       GMLP_PROFILE("bwd.fc2");
@@ -425,7 +430,8 @@ class SelfAttention final : public Branch<T> {
     a.temp(&dqkv_, M * 3 * d_.D);
     a.temp(&scratch_, B * heads_ * d_.N * d_.N);
   }
-  void forward(T* y, const T* xn, const T* w, int64_t B) override {
+  bool multiplies_xn_only() const override { return true; }
+  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) override {
     GMLP_PROFILE("fwd.attention");
     const int64_t M = d_.N * B;
     qkv_.forward(qkv_buf_, xn, w, M);
@@ -433,7 +439,7 @@ class SelfAttention final : public Branch<T> {
                       score_bias_ ? score_bias_->key_bias : nullptr);
     proj_.forward(y, o_, w, M);
   }
-  void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+  void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.attention");
     const int64_t M = d_.N * B;
     proj_.backward(do_, dy, o_, w, g, M);
@@ -496,7 +502,8 @@ class ExternalAttention final : public Branch<T> {
     a.temp(&dr_, R * memory_);
     a.temp(&dq_, M * d_.D);
   }
-  void forward(T* y, const T* xn, const T* w, int64_t B) override {
+  bool multiplies_xn_only() const override { return true; }
+  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) override {
     GMLP_PROFILE("fwd.external_attention");
     const int64_t M = d_.N * B, R = M * heads_, cols = B * heads_ * memory_;
     query_.forward(q_, xn, w, M);
@@ -508,7 +515,7 @@ class ExternalAttention final : public Branch<T> {
     mv_.forward(o_, r_, w, R);  // (R, memory) → (R, dh) = (M, D)
     proj_.forward(y, o_, w, M);
   }
-  void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) override {
+  void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.external_attention");
     const int64_t M = d_.N * B, R = M * heads_, cols = B * heads_ * memory_;
     proj_.backward(do_, dy, o_, w, g, M);

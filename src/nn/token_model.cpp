@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.h"
+#include "core/matmul.h"
 #include "core/profile.h"
 #include "nn/branches.h"
 #include "nn/init.h"
@@ -60,16 +62,19 @@ void Residual<T>::lay_out(Arena<T>& a, int64_t B) {
 template <class T>
 void Residual<T>::forward(T* out, const T* in, const T* w, int64_t B, Rng* rng) {
   const int64_t M = N_ * B, D = D_;
+  // A branch that only multiplies xn reads it as bf16 where the activations are stored so.
+  xn_bf16_ = spec_.norm == NormKind::layernorm && std::is_same_v<T, float> && bf16_activations() &&
+             branch_->multiplies_xn_only();
   const T* xn = in;
   if (spec_.norm == NormKind::layernorm) {
     GMLP_PROFILE("fwd.layernorm");
-    layernorm_forward(xn_, D, mean_, rstd_, in, D, w + norm_w_, w + norm_b_, M, D, T(spec_.eps));
+    layernorm_forward(xn_, D, mean_, rstd_, in, D, w + norm_w_, w + norm_b_, M, D, T(spec_.eps), xn_bf16_);
     xn = xn_;
   } else if (spec_.norm == NormKind::affine) {
     affine_forward(xn_, in, w + norm_w_, w + norm_b_, M, D);
     xn = xn_;
   }
-  branch_->forward(y_, xn, w, B);
+  branch_->forward(y_, stored(xn, xn_bf16_), w, B);
   dropped_ = rng && spec_.drop_rate > 0;
   if (dropped_) drop_path_sample(keep_, B, spec_.drop_rate, *rng);
   GMLP_PROFILE("fwd.residual");
@@ -94,7 +99,7 @@ void Residual<T>::backward(T* dx, const T* in, const T* w, T* g, int64_t B) {
     dy = dy_;
   }
   const T* xn = spec_.norm == NormKind::none ? in : xn_;
-  branch_->backward(dxn_, dy, xn, w, g, B);
+  branch_->backward(dxn_, dy, stored(xn, xn_bf16_), w, g, B);
   GMLP_PROFILE("bwd.layernorm");
   switch (spec_.norm) {
     case NormKind::layernorm:

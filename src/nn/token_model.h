@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/operand.h"
 #include "nn/model.h"
 
 namespace gmlp {
@@ -24,9 +25,12 @@ class Branch {
   virtual ~Branch() = default;
   virtual void init(T* w, Rng& rng) const = 0;
   virtual void lay_out(Arena<T>& arena, int64_t max_batch) = 0;
-  virtual void forward(T* y, const T* xn, const T* w, int64_t B) = 0;
+  // Whether xn is read only as an operand of matrix products: then the norm stores it as bf16
+  // where the activations are (bf16_activations(), core/operand.h), and xn arrives so.
+  virtual bool multiplies_xn_only() const { return false; }
+  virtual void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) = 0;
   // dxn overwritten with ∂L/∂xn from dy = ∂L/∂y (read only); parameter gradients accumulate into g.
-  virtual void backward(T* dxn, const T* dy, const T* xn, const T* w, T* g, int64_t B) = 0;
+  virtual void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) = 0;
   virtual double flops_per_image() const = 0;
   // Its nodes in an ONNX graph (nn/onnx_graph.h): xn (B, N, D) → returns y's value (B, N, D).
   virtual std::string emit(OnnxBuilder& g, const std::string& xn) const = 0;
@@ -72,6 +76,7 @@ class Residual {
   T *xn_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr, *y_ = nullptr, *keep_ = nullptr;
   T *dy_ = nullptr, *dxn_ = nullptr;
   bool dropped_ = false;
+  bool xn_bf16_ = false;  // xn_ holds bfloat16, as the last forward wrote it
 };
 
 template <class T>

@@ -2,14 +2,32 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "core/matmul.h"
+#include "core/operand.h"
 
 namespace gmlp {
 
 template <class T>
 void layernorm_forward(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx, const T* gamma, const T* beta,
-                       int64_t M, int64_t C, T eps) {
+                       int64_t M, int64_t C, T eps, bool y_bf16) {
+  if (!y_bf16) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < M; ++i) layernorm_row(y + i * ldy, mean + i, rstd + i, x + i * ldx, gamma, beta, C, eps);
+    for (int64_t i = 0; i < M; ++i) layernorm_row(y + i * ldy, mean + i, rstd + i, x + i * ldx, gamma, beta, C, eps);
+    return;
+  }
+  // Each row is normalised into the thread's row of floats, in L1, then rounded into y.
+#pragma omp parallel
+  {
+    thread_local std::vector<T> row;
+    if (row.size() < size_t(C)) row.resize(size_t(C));
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < M; ++i) {
+      layernorm_row(row.data(), mean + i, rstd + i, x + i * ldx, gamma, beta, C, eps);
+      store_bf16(element(y, i * ldy, true), row.data(), C);
+    }
+  }
 }
 
 template <class T>
@@ -79,7 +97,8 @@ void layernorm_backward_ref(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* d
 }
 
 #define GMLP_INSTANTIATE(T)                                                                                            \
-  template void layernorm_forward<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*, const T*, int64_t, int64_t, T); \
+  template void layernorm_forward<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*, const T*, int64_t, int64_t, T,  \
+                                     bool);                                                                            \
   template void layernorm_backward<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*, int64_t, const T*, const T*,   \
                                       const T*, int64_t, int64_t, Write);                                              \
   template void layernorm_forward_ref<T>(T*, int64_t, T*, T*, const T*, int64_t, const T*, const T*, int64_t, int64_t, \

@@ -11,10 +11,12 @@
 
 namespace gmlp {
 
-// y: (M, C) at stride ldy, overwritten; mean, rstd: (M) saved for backward.
+// y: (M, C) at stride ldy, overwritten; mean, rstd: (M) saved for backward. With y_bf16 (float
+// only), y holds bfloat16 (ldy counts them), rounded as the products round (store_bf16): for an
+// output that only products read (core/operand.h).
 template <class T>
 void layernorm_forward(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx, const T* gamma, const T* beta,
-                       int64_t M, int64_t C, T eps);
+                       int64_t M, int64_t C, T eps, bool y_bf16 = false);
 
 // Accumulates: dx += ∂L/∂x, dgamma += Σ dy·x̂, dbeta += Σ dy. With Write::overwrite, dx = ∂L/∂x.
 template <class T>
