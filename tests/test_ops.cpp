@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <bit>
 #include <cstring>
 #include <functional>
 
@@ -463,6 +464,40 @@ TEST(FastVsRef, Sgu) {
       EXPECT_TRUE(close("dW", dW1, dW2, tol::kFastVsRef, 30.0));
       EXPECT_TRUE(close("db", db1, db2, tol::kFastVsRef, 30.0));
     }
+}
+
+// At batch 1 the threads split the image's channels (sgu_forward): two threads give one thread's
+// bits, for every gate, with aMLP's residual and a padding token, in training (statistics and g
+// saved, g as floats and as bf16) and in inference (nothing saved, the output as floats and as
+// bf16). 200 channels: 3 units of 32 on the first thread, the rest (uneven) on the second.
+TEST(FastVsRef, SguAtBatchOneSplitsChannelsWithTheBitsOfOneThread) {
+  const bool bf16 = gemm::bf16_available();
+  for (const char* gate : {"split", "multiplicative", "additive", "linear"}) {
+    SCOPED_TRACE(gate);
+    std::vector<uint8_t> pad(49, 0);
+    pad[40] = 1;
+    const SguShape s{49, 1, 200, parse_sgu_gate(gate), pad.data()};
+    const int64_t M = s.rows(), H = s.H(), N = s.N;
+    Rng rng(16);
+    auto z = randn<float>(M * s.F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
+    auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), res = randn<float>(M * H, rng);
+    for (const SguBf16 kind : {SguBf16{false, false}, SguBf16{bf16, bf16}})
+      for (const bool save : {true, false}) {
+        SCOPED_TRACE(std::string(save ? "training" : "inference") + (kind.stored ? ", bf16" : ""));
+        auto run = [&](int threads) {
+          const test::WithThreads with(threads);
+          std::vector<float> out(M * H, std::nanf("")), mean(M), rstd(M), g(M * H, std::nanf(""));
+          sgu_forward(out.data(), save ? mean.data() : nullptr, save ? rstd.data() : nullptr, save ? g.data() : nullptr,
+                      z.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f, res.data(),
+                      SguBf16{kind.stored, kind.g && save});
+          std::vector<uint32_t> bits;  // NaN-proof: compare the floats' bits
+          for (const auto* v : {&out, &mean, &rstd, &g})
+            for (const float x : *v) bits.push_back(std::bit_cast<uint32_t>(x));
+          return bits;
+        };
+        EXPECT_EQ(run(1), run(2));
+      }
+  }
 }
 
 // Calls f(s) for every gate, at batch 1 and at batch 6 with a padding token in each image (and

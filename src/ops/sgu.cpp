@@ -13,7 +13,6 @@
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/matmul.h"
-#include "core/threads.h"
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
 
@@ -158,46 +157,67 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
   // v̂, and what is not saved (all of it in inference, g saved as bf16), live in per-thread tiles
   // that stay in cache. With bf16, each output row is made in a row of floats, then rounded.
   enum { kVn, kG, kMean, kRstd, kRow };
-  const ThreadScratch<T> sc({N * H, N * H, N, N, H}, omp_get_max_threads());
-  // At batch 1 (inference's latency) the threads share each image's rows. Backward, where each
-  // thread adds into partial sums of its own, always runs whole images.
-  const bool spread = by_image(B), rows_shared = !spread && !omp_in_parallel();
-  for_each_image(spread, B, [&](int64_t img, int t) {
-    // This image's (N, H) tiles and (N) statistics.
+  const int threads = omp_get_max_threads();
+  const ThreadScratch<T> sc({N * H, N * H, N, N, H}, threads);
+  // Image img's gate on its channels [h0, h1), on thread t: all of them, or the thread's share
+  // where the threads split one image (below). Every thread normalises the image's whole rows
+  // (each channel's v̂ needs its row's statistics) and keeps the statistics if it has channel 0.
+  const auto image = [&](int64_t img, int t, int64_t h0, int64_t h1) {
+    const int64_t w = h1 - h0;
     T* vi = sc.at(t, kVn);
     T* gi = save && !bf16.g ? g + img * N * H : sc.at(t, kG);
-    T* mi = save ? mean + img * N : sc.at(t, kMean);
-    T* ri = save ? rstd + img * N : sc.at(t, kRstd);
-    parallel_for_if(rows_shared, N, [&](int64_t n) {
+    const bool keep = save && h0 == 0;
+    T* mi = keep ? mean + img * N : sc.at(t, kMean);
+    T* ri = keep ? rstd + img * N : sc.at(t, kRstd);
+    for (int64_t n = 0; n < N; ++n) {
       const int64_t r = n * B + img;  // its row in the token-major activations
       if (n + kAhead < N) prefetch(z + (r + kAhead * B) * F + off, H);
       layernorm_row(vi + n * H, mi + n, ri + n, z + r * F + off, gamma, beta, H, eps);
       if (s.pad && s.pad[img * N + n]) std::fill(vi + n * H, vi + (n + 1) * H, T(0));  // read by no token
-    });
-    matmul<T>(false, false, N, H, N, W, N, vi, H, T(0), gi, H);  // g = W·v̂
-    parallel_for_if(rows_shared, N, [&](int64_t n) {
+    }
+    matmul<T>(false, false, N, w, N, W, N, vi + h0, H, T(0), gi + h0, H);  // g = W·v̂
+    T* orow = sc.at(t, kRow);
+    for (int64_t n = 0; n < N; ++n) {
       const int64_t r = n * B + img;
       if (n + kAhead < N) {
-        prefetch(z + (r + kAhead * B) * F, H);
-        prefetch(element(out, (r + kAhead * B) * H, bf16.stored), H / (bf16.stored ? 2 : 1), true);
-        if (res) prefetch(res + (r + kAhead * B) * H, H);
+        const int64_t ahead = (r + kAhead * B) * H + h0;
+        prefetch(z + (r + kAhead * B) * F + h0, w);
+        prefetch(element(out, ahead, bf16.stored), w / (bf16.stored ? 2 : 1), true);
+        if (res) prefetch(res + ahead, w);
       }
       const T bias = b[n];
-      T* gr = gi + n * H;
-      const T* ur = z + r * F;
-      T* orow = bf16.stored ? sc.at(omp_get_thread_num(), kRow) : out + r * H;
+      T* gr = gi + n * H + h0;
+      const T* ur = z + r * F + h0;
+      T* o = bf16.stored ? orow : out + r * H + h0;
       if (res) {
-        const T* rr = res + r * H;
+        const T* rr = res + r * H + h0;
 #pragma omp simd
-        for (int64_t h = 0; h < H; ++h) gr[h] += rr[h];
+        for (int64_t h = 0; h < w; ++h) gr[h] += rr[h];
       }
       if (save && bf16.g)
-        gate_row_forward(gate, orow, ur, gr, reinterpret_cast<uint16_t*>(element(g, (img * N + n) * H, true)), bias, H);
+        gate_row_forward(gate, o, ur, gr, reinterpret_cast<uint16_t*>(element(g, (img * N + n) * H + h0, true)), bias,
+                         w);
       else
-        gate_row_forward(gate, orow, ur, gr, gr, bias, H);
-      if (bf16.stored) store_bf16(element(out, r * H, true), orow, H);
-    });
-  });
+        gate_row_forward(gate, o, ur, gr, gr, bias, w);
+      if (bf16.stored) store_bf16(element(out, r * H + h0, true), o, w);
+    }
+  };
+  if (by_image(B)) return for_each_image(true, B, [&](int64_t img, int t) { image(img, t, 0, H); });
+  if (threads == 1 || omp_in_parallel())
+    return for_each_image(false, B, [&](int64_t img, int) { image(img, 0, 0, H); });
+  // Fewer images than threads (inference's latency at batch 1): the threads split each image's
+  // channels, in multiples of 32 so that no two write one cache line, and share nothing they
+  // write. Splitting its rows instead handed each row of v̂ and g from one core to the other
+  // between the LayerNorm, the product and the gate, and ran slower than one thread.
+  for (int64_t img = 0; img < B; ++img) {
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t units = (H + 31) / 32;
+      const int64_t h0 = std::min(H, units * t / nt * 32), h1 = std::min(H, units * (t + 1) / nt * 32);
+      if (h0 < h1) image(img, t, h0, h1);
+    }
+  }
 }
 
 template <class T>
