@@ -8,7 +8,9 @@
 For each shape (preset, batch) -- fmnist-s at 64 (28×28, patch 4, 49 tokens), cifar-s at 64
 (32×32×3, patch 4, 64 tokens), gmlp-ti16 at 8 (224×224×3, patch 16, 196 tokens) -- it runs, one
 after the other and never two at once:
-  `gmlp bench --json` in fp32, and in bf16 when `gmlp bench --help` offers --precision;
+  `gmlp bench --json` in fp32, and in bf16 when `gmlp bench --help` offers --precision, and the
+  training step in bf16 and fp32 alternating in one process (`--versus f32`), whose ratio does not
+  carry two processes' different luck with the host;
   bench/pytorch_baseline.py on the same architecture (from `gmlp info --json`), same batch, same
   thread count, in modes eager, compile (torch.compile), max-autotune (torch.compile's
   mode="max-autotune"), autocast (bf16 autocast), and inference only in ONNX Runtime, OpenVINO
@@ -228,13 +230,20 @@ def merge_rounds(runs):
     for key in ("peak_rss_mb", "rss_before_model_mb"):
         if key in worst:
             out[key] = worst[key]
+    if "versus" in out:  # `gmlp bench --versus`: the ratio measured within each process
+        v = dict(out["versus"])
+        for key in ("train", "infer", "infer1"):
+            if f"{key}_ratio" in v:
+                v[f"{key}_ratio"], v[f"{key}_ratio_spread"] = rate(
+                    lambda r: (r["versus"].get(f"{key}_ratio"), r["versus"].get(f"{key}_ratio_spread")))
+        out["versus"] = v
     out["others_cpu_share"] = max(r.get("others_cpu_share", 0) for r in runs)
     out["wall_s"] = round(sum(r.get("wall_s", 0) for r in runs), 1)
     out["processes"] = len(runs)
     return out
 
 
-def bench_shape(a, preset, batch, gmlp_bf16):
+def bench_shape(a, preset, batch, gmlp_bf16, gmlp_versus):
     """Every run for one shape, as one dict: --rounds rounds of every measurement, each in its own
     process, the rounds one after another so that a slow spell of the host touches all columns."""
     info = run_json([a.gmlp, "info", "--preset", preset, "--json"])
@@ -249,6 +258,11 @@ def bench_shape(a, preset, batch, gmlp_bf16):
                 ("gmlp", "infer"): [a.gmlp, "bench"] + common + ["--mode", "infer"]}
     if gmlp_bf16:
         commands[("gmlp", "bf16")] = [a.gmlp, "bench"] + common + ["--precision", "bf16"]
+    if gmlp_bf16 and gmlp_versus:
+        # bf16 ÷ fp32 of the training step, the two alternating repetition by repetition in one
+        # process: a ratio of two processes' speeds carries each one's own luck with the host.
+        commands[("gmlp", "pair")] = [a.gmlp, "bench"] + common + ["--precision", "bf16", "--versus", "f32",
+                                                                   "--mode", "train"]
     for key, (mode, onnx_from) in TORCH_MODES.items():
         commands[("pytorch", key)] = [
             sys.executable, os.path.join(HERE, "pytorch_baseline.py"),
@@ -267,6 +281,9 @@ def bench_shape(a, preset, batch, gmlp_bf16):
     # Without native bf16 gmlp falls back to fp32 (and says so): that run is not a bf16 column.
     if gmlp_bf16 and merged[("gmlp", "bf16")].get("precision", "bf16") == "bf16":
         gmlp["bf16"] = merged[("gmlp", "bf16")]
+        pair = merged.get(("gmlp", "pair"), {})
+        if "versus" in pair:
+            gmlp["bf16"]["paired_with_fp32"] = pair["versus"]
     pytorch = {mode: merged[("pytorch", mode)] for mode in TORCH_MODES}
     return {"preset": preset, "batch_size": batch, "params": info["params"], "tokens": info.get("tokens"),
             "flops_per_image": info["flops_per_image"], "config": cfg, "gmlp": gmlp, "pytorch": pytorch}
@@ -330,16 +347,20 @@ def print_table(shape, peak, native_bf16):
     ratios = [(f"gmlp / {SHORT_NAMES[m]}", "gmlp fp32", COLUMN_NAMES[m]) for m in shape["pytorch"]
               if not native_bf16 and m != "autocast" or native_bf16 and m not in bf16_columns]
     if "bf16" in shape["gmlp"]:
+        ratios += [("gmlp bf16 / gmlp fp32", "gmlp bf16", "gmlp fp32")]
         ratios += [(f"gmlp bf16 / {SHORT_NAMES[m]}", "gmlp bf16", COLUMN_NAMES[m]) for m in sorted(bf16_columns)
                    if m in shape["pytorch"]]
+    paired = shape["gmlp"].get("bf16", {}).get("paired_with_fp32")
     rows = [("train", f"train step, batch {B} (images/s)", 3 * flop),
             ("infer", f"inference, batch {B} (images/s)", flop),
             ("infer1", "inference, batch 1 (images/s)", flop),
             ("rss", "peak RSS, MB (+ above start)", None),
             ("rss_infer", "peak RSS of an inference-only process, MB (+ above start)", None)]
     by_name = dict(columns)
-    print("| | " + " | ".join(n for n, _ in columns) + " | " + " | ".join(n for n, _, _ in ratios) + " |")
-    print("|---|" + "---:|" * (len(columns) + len(ratios)))
+    pair_name = ["gmlp bf16 / fp32, alternating in one process"] if paired else []
+    print("| | " + " | ".join(n for n, _ in columns) + " | " + " | ".join([n for n, _, _ in ratios] + pair_name)
+          + " |")
+    print("|---|" + "---:|" * (len(columns) + len(ratios) + len(pair_name)))
     for key, label, gflop in rows:
         cells = []
         for name, col in columns:
@@ -352,6 +373,9 @@ def print_table(shape, peak, native_bf16):
         for _, mine, theirs in ratios:
             a_, b_ = by_name.get(mine, {}).get(key), by_name.get(theirs, {}).get(key)
             cells.append(f"{a_[0] / b_[0]:.2f}×" if a_ and b_ and b_[0] else "–")
+        if paired:
+            r, spread = paired.get(f"{key}_ratio"), paired.get(f"{key}_ratio_spread")
+            cells.append(f"{r:.2f}× [{spread[0]:.2f}–{spread[1]:.2f}]" if r else "–")
         print(f"| {label} | " + " | ".join(cells) + " |")
     print()
     runs = [(f"gmlp {p}", r) for p, r in shape["gmlp"].items()] + \
@@ -402,6 +426,7 @@ def main():
         peak, derivation = default_peak_gflops(a.threads)
     help_text = subprocess.run([a.gmlp, "bench", "--help"], capture_output=True, text=True).stdout
     gmlp_bf16 = "--precision" in help_text
+    gmlp_versus = "--versus" in help_text
 
     cpu, _, family, flags, _ = cpu_info()
     native_bf16 = "avx512_bf16" in flags or "amx_bf16" in flags
@@ -410,7 +435,7 @@ def main():
                     f"{', avx512_bf16' if 'avx512_bf16' in flags else ''}{', amx' if 'amx_tile' in flags else ''})",
              "threads": a.threads, "reps": a.reps, "warmup": a.warmup, "rounds": a.rounds,
              "peak_gflops": round(peak, 1), "peak_derivation": derivation}
-    shapes = [bench_shape(a, preset, batch, gmlp_bf16) for preset, batch in SHAPES if preset in a.shapes]
+    shapes = [bench_shape(a, preset, batch, gmlp_bf16, gmlp_versus) for preset, batch in SHAPES if preset in a.shapes]
 
     if a.json:
         print(json.dumps({"stamp": stamp, "native_bf16": native_bf16, "shapes": shapes}))

@@ -281,6 +281,16 @@ for p in (infer, infer1):  # inference runs forward ops only, the gate among the
     assert 'fwd.sgu' in p and not any(k.startswith('bwd.') or k == 'optimizer' for k in p), p
     assert sum(p.values()) > 0" && ok "bench --json --profile" || bad "bench --json --profile"
 
+# --versus: a second model of the same weights in another precision, alternating repetition by
+# repetition; its rates and the per-repetition ratio in "versus" (f32 against f32 runs anywhere).
+"$GMLP" bench --checkpoint "$CK" --batch-size 8 --reps 3 --warmup 1 --json --versus f32 | python3 -c "
+import json, sys; j = json.load(sys.stdin); v = j['versus']
+assert v['precision'] == 'f32', v
+for k in ('train', 'infer', 'infer1'):
+    lo, hi = v[k + '_ratio_spread']
+    assert v[k + '_images_per_s'] > 0 and 0 < lo <= v[k + '_ratio'] <= hi, v" &&
+  ok "bench --versus times both precisions and their ratio" || bad "bench --versus"
+
 # info on a checkpoint: its classes on one wrapped line, and what its run recorded.
 if "$GMLP" info --checkpoint "$CK" >"$WORK/info.txt" &&
    grep -q "^classes          10: T-shirt/top, Trouser, Pullover, Dress, Coat, Sandal, Shirt, Sneaker, Bag,$" "$WORK/info.txt" &&
@@ -326,6 +336,7 @@ expect_error "predict --top -5" 2 "--top: expected a whole number >= 1, found '-
 expect_error "fill-mask --top 0" 2 "--top: expected a whole number >= 1, found '0'" -- "$GMLP" fill-mask --checkpoint "$CK" --top 0 "[MASK]"
 expect_error "eval --seed -1" 2 "--seed: expected a whole number in 0..18446744073709551615, found '-1'" -- \
   "$GMLP" eval --checkpoint "$CK" --eval-limit 10 --seed -1
+expect_error "bench --versus bf32" 2 "--versus: bf32 not in \\{f32,bf16,auto\\}" -- "$GMLP" bench --preset fmnist-ti --versus bf32
 expect_error "bench --reps 0" 2 "--reps: expected a whole number >= 1, found '0'" -- "$GMLP" bench --preset fmnist-ti --reps 0
 expect_error "a model too large to allocate names its fields" 1 \
   "invalid model config: .* more than the 2,147,483,648 a model may have .*\[262144, 65536\]: ffn 262144, dim 65536" -- \
