@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -617,6 +618,42 @@ TEST(AdamW, LearningRateFactorsEqualSeparateRates) {
   EXPECT_EQ(w_ones, w_plain);
   EXPECT_NE(w, w_plain);
   EXPECT_THROW(AdamW<double>(params, cfg, {1.0, 1.0}), Error);
+}
+
+// Clipping inside AdamW (optimizer_step) gives the bits of torch's order, g scaled in place by
+// the coefficient and then stepped, with and without learning-rate factors, and leaves g as it
+// was; below the cap, and with clipping off, g steps as it is.
+TEST(AdamW, ClippingInsideTheStepGivesTheBitsOfClippedGradients) {
+  ParamTable t;
+  t.add("blocks.0.fc.weight", {70, 3}, true);
+  t.add("blocks.0.fc.bias", {70}, false);
+  const std::vector<ParamInfo>& params = t.list();
+  const int64_t n = t.total();
+  Rng rng(5);
+  std::vector<float> w0(n), g(n);
+  for (float& x : w0) x = float(rng.normal());
+  for (float& x : g) x = float(3 * rng.normal());
+  double norm2 = 0;
+  for (const float x : g) norm2 += double(x) * double(x);
+  const double norm = std::sqrt(norm2);
+  for (const std::vector<double>& scale : {std::vector<double>{}, std::vector<double>{0.5, 2.0}})
+    for (const double clip : {1.0, 2 * norm, 0.0}) {
+      SCOPED_TRACE("clip " + std::to_string(clip) + (scale.empty() ? "" : ", lr factors"));
+      AdamW<float> fused(params, AdamWConfig{}, scale), plain(params, AdamWConfig{}, scale);
+      std::vector<float> w1 = w0, w2 = w0, g1 = g;
+      std::vector<float> g2 = g;  // torch: clip_grad_norm_ scales g in place, then the step
+      const double coef = clip / (norm + 1e-6);
+      if (clip > 0 && coef < 1)
+        for (float& x : g2) x = float(double(x) * coef);
+      for (int step = 0; step < 3; ++step) {
+        EXPECT_NEAR(optimizer_step(fused, w1.data(), g1.data(), n, clip, 1e-2), norm, 1e-9 * norm);
+        plain.step(w2.data(), g2.data(), 1e-2);
+      }
+      EXPECT_EQ(w1, w2);
+      EXPECT_EQ(g1, g);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(fused.m()[i], plain.m()[i]) << i;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(fused.v()[i], plain.v()[i]) << i;
+    }
 }
 
 }  // namespace

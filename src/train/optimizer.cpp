@@ -29,24 +29,26 @@ AdamW<T>::AdamW(const std::vector<ParamInfo>& params, AdamWConfig config, const 
 
 namespace {
 // The update of one contiguous span; restrict-qualified so that it vectorises. scale (the
-// per-element learning-rate factors) is read only when kScaled.
-template <bool kScaled, class T>
+// per-element learning-rate factors) is read only when kScaled, and g is taken times clip (in
+// double, rounded to T: torch's clipping) only when kClipped.
+template <bool kScaled, bool kClipped, class T>
 void adamw_span(T* __restrict w, T* __restrict m, T* __restrict v, const T* __restrict g,
                 const uint8_t* __restrict decay, const T* __restrict scale, int64_t n, T lr_wd, T b1, T b2, T eps,
-                T step_size, T inv_sqrt_bc2) {
+                T step_size, T inv_sqrt_bc2, double clip) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const T s = kScaled ? scale[i] : T(1);
+    const T gi = kClipped ? T(double(g[i]) * clip) : g[i];
     w[i] -= (decay[i] ? s * lr_wd : T(0)) * w[i];
-    m[i] = b1 * m[i] + (T(1) - b1) * g[i];
-    v[i] = b2 * v[i] + (T(1) - b2) * g[i] * g[i];
+    m[i] = b1 * m[i] + (T(1) - b1) * gi;
+    v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
     w[i] -= s * step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
   }
 }
 }  // namespace
 
 template <class T>
-void AdamW<T>::step(T* w, const T* g, double lr) {
+void AdamW<T>::step(T* w, const T* g, double lr, double grad_scale) {
   ++t_;
   const double bc1 = 1.0 - std::pow(cfg_.beta1, double(t_));
   const double bc2 = 1.0 - std::pow(cfg_.beta2, double(t_));
@@ -56,37 +58,40 @@ void AdamW<T>::step(T* w, const T* g, double lr) {
   T* m = m_.data();
   T* v = v_.data();
   const uint8_t* decay = decay_.data();
+  const T* scale = scale_.empty() ? nullptr : scale_.data();
+  const bool clipped = grad_scale != 1;
 #pragma omp parallel
   {
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t begin = n * t / nt, end = n * (t + 1) / nt;
-    if (scale_.empty())
-      adamw_span<false>(w + begin, m + begin, v + begin, g + begin, decay + begin, static_cast<const T*>(nullptr),
-                        end - begin, lr_wd, b1, b2, eps, step_size, inv_sqrt_bc2);
+    const auto span = [&](auto kernel) {
+      kernel(w + begin, m + begin, v + begin, g + begin, decay + begin, scale ? scale + begin : nullptr, end - begin,
+             lr_wd, b1, b2, eps, step_size, inv_sqrt_bc2, grad_scale);
+    };
+    if (scale && clipped)
+      span(adamw_span<true, true, T>);
+    else if (scale)
+      span(adamw_span<true, false, T>);
+    else if (clipped)
+      span(adamw_span<false, true, T>);
     else
-      adamw_span<true>(w + begin, m + begin, v + begin, g + begin, decay + begin, scale_.data() + begin, end - begin,
-                       lr_wd, b1, b2, eps, step_size, inv_sqrt_bc2);
+      span(adamw_span<false, false, T>);
   }
 }
 
 template <class T>
-double clip_grad_norm(T* g, int64_t n, double max_norm) {
+double grad_norm(const T* g, int64_t n) {
   double ss = 0;
 #pragma omp parallel for simd reduction(+ : ss) schedule(static)
   for (int64_t i = 0; i < n; ++i) ss += double(g[i]) * double(g[i]);
-  const double norm = std::sqrt(ss);
-  const double coef = max_norm / (norm + 1e-6);
-  if (max_norm > 0 && coef < 1.0) {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) g[i] = T(g[i] * coef);
-  }
-  return norm;
+  return std::sqrt(ss);
 }
 
 template <class T>
-double optimizer_step(AdamW<T>& adamw, T* w, T* g, int64_t n, double clip_norm, double lr) {
-  const double norm = clip_grad_norm(g, n, clip_norm);
-  adamw.step(w, g, lr);
+double optimizer_step(AdamW<T>& adamw, T* w, const T* g, int64_t n, double clip_norm, double lr) {
+  const double norm = grad_norm(g, n);
+  const double coef = clip_norm / (norm + 1e-6);
+  adamw.step(w, g, lr, clip_norm > 0 && coef < 1.0 ? coef : 1.0);
   return norm;
 }
 
@@ -132,10 +137,10 @@ double lr_schedule(int64_t step, int64_t total, int64_t warmup, double lr, doubl
 
 template class AdamW<float>;
 template class AdamW<double>;
-template double clip_grad_norm<float>(float*, int64_t, double);
-template double clip_grad_norm<double>(double*, int64_t, double);
-template double optimizer_step<float>(AdamW<float>&, float*, float*, int64_t, double, double);
-template double optimizer_step<double>(AdamW<double>&, double*, double*, int64_t, double, double);
+template double grad_norm<float>(const float*, int64_t);
+template double grad_norm<double>(const double*, int64_t);
+template double optimizer_step<float>(AdamW<float>&, float*, const float*, int64_t, double, double);
+template double optimizer_step<double>(AdamW<double>&, double*, const double*, int64_t, double, double);
 template void ema_update<float>(float*, const float*, int64_t, double);
 template void ema_update<double>(double*, const double*, int64_t, double);
 

@@ -24,8 +24,10 @@ class AdamW {
   // lr_scale, if given, holds one factor per parameter (as params): that parameter steps at
   // lr·scale, its weight decay included, as a torch param group with lr = lr·scale would.
   AdamW(const std::vector<ParamInfo>& params, AdamWConfig config, const std::vector<double>& lr_scale = {});
-  // One update of w (flat, laid out as params) from g, at learning rate lr.
-  void step(T* w, const T* g, double lr);
+  // One update of w (flat, laid out as params) from g, at learning rate lr. With grad_scale (a
+  // clipping coefficient), each g[i] is taken as T(g[i]·grad_scale), what torch's clipping writes
+  // into g, without a pass to write it.
+  void step(T* w, const T* g, double lr, double grad_scale = 1);
 
   int64_t steps() const { return t_; }
   void set_steps(int64_t t) { t_ = t; }
@@ -41,10 +43,9 @@ class AdamW {
   Buffer<T> m_, v_;
 };
 
-// Scales g so that its global L2 norm is at most max_norm (torch: coefficient
-// max_norm / (norm + 1e-6), applied only when below 1). Returns the norm before clipping.
+// g's global L2 norm, summed in double.
 template <class T>
-double clip_grad_norm(T* g, int64_t n, double max_norm);
+double grad_norm(const T* g, int64_t n);
 
 // One step of an exponential moving average of the weights, as timm's ModelEmaV2 (DeiT's
 // --model-ema): ema += (1-decay)·(w - ema) over all n entries, buffers included (timm averages
@@ -60,9 +61,11 @@ void ema_update(T* ema, const T* w, int64_t n, double decay);
 std::vector<double> layer_decay_scales(const std::vector<ParamInfo>& params, double decay);
 
 // One optimizer step as every trainer, `gmlp bench` and the parity tests take it: g clipped to
-// a global norm of clip_norm (0: no clipping), then AdamW at lr. Returns g's norm before clipping.
+// a global norm of clip_norm (0: no clipping; torch.nn.utils.clip_grad_norm_'s coefficient
+// clip_norm / (norm + 1e-6), applied only when below 1), then AdamW at lr. AdamW reads g clipped:
+// g itself is left as it was. Returns g's norm.
 template <class T>
-double optimizer_step(AdamW<T>& adamw, T* w, T* g, int64_t n, double clip_norm, double lr);
+double optimizer_step(AdamW<T>& adamw, T* w, const T* g, int64_t n, double clip_norm, double lr);
 
 // Linear warmup from lr/warmup to lr over `warmup` steps, then cosine decay to min_lr at `total`.
 double lr_schedule(int64_t step, int64_t total, int64_t warmup, double lr, double min_lr);
