@@ -424,6 +424,20 @@ TEST(FastVsRef, Gelu) {
   EXPECT_TRUE(close("dx", dx1, dx2, tol::kFastVsRef));
 }
 
+// A gate's random inputs for shape s, drawn from rng in this order: z (M × F), γ and β (H), W
+// (N × N, scale 0.15), b (N), dout and res (M × H).
+struct GateInputs {
+  std::vector<float> z, gamma, beta, W, b, dout, res;
+  GateInputs(const SguShape& s, Rng& rng)
+      : z(randn<float>(s.rows() * s.F, rng)),
+        gamma(randn<float>(s.H(), rng)),
+        beta(randn<float>(s.H(), rng)),
+        W(randn<float>(s.N * s.N, rng, 0.15)),
+        b(randn<float>(s.N, rng)),
+        dout(randn<float>(s.rows() * s.H(), rng)),
+        res(randn<float>(s.rows() * s.H(), rng)) {}
+};
+
 // Every gate with aMLP's residual input, on one image and on six, two threads; on six, each
 // image's last 7 + b tokens are padding.
 TEST(FastVsRef, Sgu) {
@@ -437,9 +451,8 @@ TEST(FastVsRef, Sgu) {
       const SguShape s{49, B, 38, parse_sgu_gate(gate), B > 1 ? pad.data() : nullptr};
       const int64_t M = s.rows(), H = s.H(), N = s.N;
       Rng rng(13);
-      auto z = randn<float>(M * s.F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
-      auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
-      auto res = randn<float>(M * H, rng);
+      const GateInputs in(s, rng);
+      const auto& [z, gamma, beta, W, b, dout, res] = in;
       std::vector<float> out1(M * H), out2(M * H), mean(M), rstd(M), g(M * H);
       sgu_forward(out1.data(), mean.data(), rstd.data(), g.data(), z.data(), gamma.data(), beta.data(), W.data(),
                   b.data(), s, 1e-5f, res.data());
@@ -477,10 +490,10 @@ TEST(FastVsRef, SguAtBatchOneSplitsChannelsWithTheBitsOfOneThread) {
     std::vector<uint8_t> pad(49, 0);
     pad[40] = 1;
     const SguShape s{49, 1, 200, parse_sgu_gate(gate), pad.data()};
-    const int64_t M = s.rows(), H = s.H(), N = s.N;
+    const int64_t M = s.rows(), H = s.H();
     Rng rng(16);
-    auto z = randn<float>(M * s.F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
-    auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), res = randn<float>(M * H, rng);
+    const GateInputs in(s, rng);
+    const auto& [z, gamma, beta, W, b, dout, res] = in;
     for (const SguBf16 kind : {SguBf16{false, false}, SguBf16{bf16, bf16}})
       for (const bool save : {true, false}) {
         SCOPED_TRACE(std::string(save ? "training" : "inference") + (kind.stored ? ", bf16" : ""));
@@ -527,9 +540,9 @@ TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
   for_each_gate_case([&](const SguShape& s) {
     const int64_t M = s.rows(), H = s.H(), N = s.N, F = s.F, B = s.B;
     Rng rng(14);
-    auto z = randn<float>(M * F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
-    auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
-    auto res = randn<float>(M * H, rng), pre = randn<float>(M * F, rng);
+    const GateInputs in(s, rng);
+    const auto& [z, gamma, beta, W, b, dout, res] = in;
+    const auto pre = randn<float>(M * F, rng);
     std::vector<float> out(M * H), mean(M), rstd(M), g(M * H), a(M * F), slope(M * F);
     std::vector<float> slope16((M * F + 1) / 2);
     gelu_forward_serial(a.data(), pre.data(), M * F, slope.data());
@@ -573,9 +586,8 @@ TEST(FastVsRef, SguWithGSavedAsBf16ReadsTheRoundedG) {
   for_each_gate_case([&](const SguShape& s) {
     const int64_t M = s.rows(), H = s.H(), N = s.N, F = s.F, B = s.B;
     Rng rng(15);
-    auto z = randn<float>(M * F, rng), gamma = randn<float>(H, rng), beta = randn<float>(H, rng);
-    auto W = randn<float>(N * N, rng, 0.15), b = randn<float>(N, rng), dout = randn<float>(M * H, rng);
-    auto res = randn<float>(M * H, rng);
+    const GateInputs in(s, rng);
+    const auto& [z, gamma, beta, W, b, dout, res] = in;
     const bool stored = gemm::bf16_available();
     const float* r = B > 1 ? res.data() : nullptr;
     std::vector<float> out1(M * H), out2(M * H), mean(M), rstd(M), g1(M * H), g2(M * H, std::nanf(""));

@@ -90,38 +90,23 @@ constexpr int64_t kAhead = 2;  // rows ahead
 // added), is kept at gs (g's own row, or its bfloat16 copy), and out made from it.
 template <class T, class G>
 void gate_row_forward(SguGate gate, T* __restrict out, const T* __restrict u, const T* g, G* gs, T bias, int64_t H) {
-  const auto keep = [&](int64_t h, T v) {
-    if constexpr (std::is_same_v<G, uint16_t>)
-      gs[h] = float_to_bf16(v);
-    else
-      gs[h] = v;
+  // combine(u, v): the output of one channel.
+  const auto row = [&](auto combine) {
+#pragma omp simd
+    for (int64_t h = 0; h < H; ++h) {
+      const T v = g[h] + bias;
+      if constexpr (std::is_same_v<G, uint16_t>)
+        gs[h] = float_to_bf16(v);
+      else
+        gs[h] = v;
+      out[h] = combine(u[h], v);
+    }
   };
   switch (gate) {
     case SguGate::split:
-    case SguGate::multiplicative:
-#pragma omp simd
-      for (int64_t h = 0; h < H; ++h) {
-        const T v = g[h] + bias;
-        keep(h, v);
-        out[h] = u[h] * v;
-      }
-      break;
-    case SguGate::additive:
-#pragma omp simd
-      for (int64_t h = 0; h < H; ++h) {
-        const T v = g[h] + bias;
-        keep(h, v);
-        out[h] = u[h] + v;
-      }
-      break;
-    case SguGate::linear:
-#pragma omp simd
-      for (int64_t h = 0; h < H; ++h) {
-        const T v = g[h] + bias;
-        keep(h, v);
-        out[h] = v;
-      }
-      break;
+    case SguGate::multiplicative: return row([](T uh, T v) { return uh * v; });
+    case SguGate::additive: return row([](T uh, T v) { return uh + v; });
+    case SguGate::linear: return row([](T, T v) { return v; });
   }
 }
 
