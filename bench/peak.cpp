@@ -2,8 +2,6 @@
 
 #include <immintrin.h>
 #include <omp.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +9,7 @@
 #include <cstring>
 
 #include "core/cpu_features.h"
+#include "core/gemm_kernel.h"
 
 namespace gmlp::bench {
 namespace {
@@ -59,19 +58,11 @@ __attribute__((target("avx512f,avx512bf16"))) float dot_bf16(int64_t iters) {
 // AMX: 4 accumulator tiles of 16 × 16 fp32, each round loading 2 A tiles (16 × 32 bf16) and 2 B
 // tiles from L1 and running the 4 products (16·16·32 multiply-adds each): the peak with tile
 // loads, which is what a product's inner loop can reach.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 __attribute__((target("amx-tile,amx-bf16"))) float tiles_amx(int64_t iters) {
   alignas(64) static thread_local uint16_t in[4][16 * 32];  // bf16 operands, in L1
   alignas(64) static thread_local float out[16 * 16];
   for (auto& t : in) std::fill(t, t + 16 * 32, uint16_t(0x3f80));
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-  _tile_loadconfig(&cfg);
+  gemm::amx_configure();  // the product's eight tiles of 16 rows × 64 bytes
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -89,12 +80,6 @@ __attribute__((target("amx-tile,amx-bf16"))) float tiles_amx(int64_t iters) {
   _tile_stored(0, out, 64);
   _tile_release();
   return out[0];
-}
-
-// Linux hands a process AMX's tile state only when asked (arch/x86/include/uapi/asm/prctl.h).
-bool amx_permitted() {
-  constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
-  return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
 }
 
 // Runs kernel(iters) on `threads` threads at once, iters sized for about `seconds`; the best
@@ -132,7 +117,7 @@ std::vector<Peak> available_peaks() {
   if (f.avx512_bf16)
     peaks.push_back(
         {"bf16 dot (AVX512-BF16)", 64, [](int t, double s) { return run<dot_bf16>(t, s, kChains * 64.0); }});
-  if (f.amx_bf16 && amx_permitted())
+  if (gemm::amx_permitted())
     peaks.push_back({"bf16 tiles (AMX, tile loads from L1)", 16 * 16 * 32 * 2,
                      [](int t, double s) { return run<tiles_amx>(t, s, 4 * 16 * 16 * 32 * 2.0); }});
   return peaks;

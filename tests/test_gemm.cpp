@@ -52,9 +52,13 @@ Operands make(const Case& c, uint64_t seed, int64_t pad = 3) {
   return o;
 }
 
-enum class Format { f32, bf16 };
+// bf16 is AVX512-BF16's kernel; amx AMX's, or where the CPU has no AMX its emulation (the same
+// packing and blocking, the tile instruction in scalar code).
+enum class Format { f32, bf16, amx };
 
-std::string name(const ::testing::TestParamInfo<Format>& info) { return info.param == Format::f32 ? "f32" : "bf16"; }
+std::string name(const ::testing::TestParamInfo<Format>& info) {
+  return info.param == Format::f32 ? "f32" : info.param == Format::bf16 ? "bf16" : "amx";
+}
 
 // The product of the format, with an epilogue when given.
 void product(Format f, const Case& c, const Operands& o, float* C, const gemm::Epilogue* epilogue = nullptr) {
@@ -75,7 +79,7 @@ std::vector<float> run(Format f, const Case& c, const Operands& o) {
 // the inputs are floats and the reference sums their exact products in double.
 // In bf16 the exact product is of the operands rounded to bfloat16, as the product multiplies them.
 void expect_close(Format f, const Case& c, const Operands& o, const std::vector<float>& C) {
-  auto operand = [f](float x) { return f == Format::bf16 ? double(bf16_to_float(float_to_bf16(x))) : double(x); };
+  auto operand = [f](float x) { return f != Format::f32 ? double(bf16_to_float(float_to_bf16(x))) : double(x); };
   const double u = std::ldexp(1.0, -24), gamma = double(c.K + 1) * u / (1 - double(c.K + 1) * u);
   for (int64_t i = 0; i < c.M; ++i)
     for (int64_t j = 0; j < c.N; ++j) {
@@ -108,8 +112,12 @@ class Gemm : public ::testing::TestWithParam<Format> {
  protected:
   void SetUp() override {
     if (GetParam() == Format::f32 && !gemm::available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
-    if (GetParam() == Format::bf16 && !gemm::bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+    if (GetParam() != Format::f32 && !gemm::bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+    if (GetParam() == Format::bf16) gemm::set_bf16_kernel(gemm::Bf16Kernel::avx512_bf16);
+    if (GetParam() == Format::amx)
+      gemm::set_bf16_kernel(gemm::amx_available() ? gemm::Bf16Kernel::amx : gemm::Bf16Kernel::amx_emulated);
   }
+  void TearDown() override { gemm::set_bf16_kernel(gemm::Bf16Kernel::automatic); }
 };
 
 TEST_P(Gemm, MatchesTheDoubleProductWithinTheFloatSumBound) {
@@ -187,7 +195,7 @@ TEST_P(Gemm, PackedBGivesTheBitsOfPackingOnEveryCall) {
     const Operands o = make(c, seed++);
     const std::vector<float> want = run(f, c, o);
     auto B = std::make_unique<std::vector<float>>(o.B);
-    const gemm::PackedB packed(f == Format::bf16, c.tb, c.K, c.N, B->data(), o.ldb);
+    const gemm::PackedB packed(f != Format::f32, c.tb, c.K, c.N, B->data(), o.ldb);
     B.reset();  // the pack holds its own copy
     EXPECT_EQ(packed.K(), c.K);
     EXPECT_EQ(packed.N(), c.N);
@@ -209,7 +217,7 @@ TEST_P(Gemm, PackedBGivesTheBitsOfPackingOnEveryCall) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, Gemm, ::testing::Values(Format::f32, Format::bf16), name);
+INSTANTIATE_TEST_SUITE_P(Formats, Gemm, ::testing::Values(Format::f32, Format::bf16, Format::amx), name);
 
 // round_to_bf16 rounds as float_to_bf16 does (to nearest, ties to even) on normal numbers, infinities
 // and the halfway cases, at every length (the masked tail).

@@ -154,8 +154,8 @@ void add_bench(CLI::App& app) {
                   "covers both models)")
       ->check(CLI::IsMember({"f32", "bf16", "auto"}));
   sub->add_option("--bf16-engine", args->bf16_engine,
-                  "Which bf16 product to measure: auto (oneDNN's on AMX, gmlp's own elsewhere), gmlp (its "
-                  "AVX512-BF16 kernel) or onednn (oneDNN's matmul primitive)")
+                  "Which bf16 product to measure: auto (gmlp's own), gmlp (its AMX kernel where the CPU has AMX, "
+                  "its AVX512-BF16 kernel elsewhere) or onednn (oneDNN's matmul primitive)")
       ->check(CLI::IsMember({"auto", "gmlp", "onednn"}))
       ->capture_default_str();
   sub->add_flag(

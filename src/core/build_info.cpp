@@ -4,6 +4,7 @@
 
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/gemm.h"
 #include "core/threads.h"
 #include "gmlp/version.h"
 
@@ -58,10 +59,11 @@ std::string version_report() {
                            {cpu.amx_bf16, "amx_bf16"}})
     if (has) features += cat(features.empty() ? "" : " ", name);
   if (features.empty()) features = "no avx2";
-  // oneDNN picks AMX over AVX512-BF16 when both are there; without either, bf16 runs as f32.
-  const char* bf16 = cpu.amx_bf16      ? "amx_bf16"
-                     : cpu.avx512_bf16 ? "avx512_bf16 (no amx)"
-                                       : "none (--precision bf16 runs in f32)";
+  // gmlp's own product runs on AMX's tiles where the process may use them, else on AVX512-BF16;
+  // without either, bf16 runs as f32.
+  const std::string bf16 = cpu.avx512_bf16 ? cat(gemm::bf16_kernel_name(), cpu.amx_bf16 ? "" : " (no amx)")
+                           : cpu.amx_bf16  ? std::string("amx_bf16 (oneDNN's)")
+                                           : std::string("none (--precision bf16 runs in f32)");
   s += cat("cpu: ", cpu.name, "; ", features, "; bf16 matmul: ", bf16, "\n");
 
   const dnnl_version_t* v = dnnl_version();

@@ -25,7 +25,7 @@ namespace {
 // contiguous and the packed slice of B is small (few columns), A is not packed at all: the kernel
 // reads each tile of it in place (macro_direct), with the same sums.
 constexpr int64_t kKC = 256, kMC = 96, kNC = 3072;
-static_assert(kMC % kMR == 0 && kMC % kMRBf16 == 0);
+static_assert(kMC % kMR == 0 && kMC % kMRBf16 == 0 && kMC % kMRAmx == 0);
 
 struct Isa {
   Kernel kernel = nullptr;
@@ -160,6 +160,8 @@ struct F32 {
   void tile_rows(int rows, int64_t kc, const float* a, const float* b, float* c, int64_t ldc) const {
     isa.edge(rows, kc, a, b, c, ldc);
   }
+  static void begin() {}
+  static void end() {}
 };
 
 struct Bf16 {
@@ -188,6 +190,43 @@ struct Bf16 {
   static void tile_rows(int rows, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc) {
     tile_rows_bf16(rows, words(kc), a, b, c, ldc);
   }
+  static void begin() {}
+  static void end() {}
+};
+
+//   Amx: pair words as Bf16's, in panels whose depth is padded to a whole tile (16 pairs), A's
+//        stored row by row (gemm_kernel.h); AMX's 32 × 32 tile, or its scalar emulation. A thread
+//        loads the tile configuration when its block begins and releases the tiles when it ends:
+//        oneDNN's kernels configure the tiles their own way between gmlp's products.
+struct Amx {
+  using Word = uint32_t;
+  static constexpr int64_t mr = kMRAmx, kc = 2 * kKC;
+  bool emulated;
+  static bool direct(const View&, int64_t, int64_t) { return false; }
+  static void tile_direct(int64_t, const View&, int64_t, const uint32_t*, float*, int64_t, bool) {}
+  static int64_t nr() { return kNRBf16; }
+  static int64_t words(int64_t kc) { return round_up((kc + 1) / 2, kAmxPairs); }
+  static void pack_a(uint32_t* dst, View a, int64_t rows, int64_t kc) {
+    a.bf16 ? pack_a_amx(dst, a.h(), a.rs, a.cs, rows, kc) : pack_a_amx(dst, a.f(), a.rs, a.cs, rows, kc);
+  }
+  static void pack_b(uint32_t* dst, View b, int64_t kc, int64_t cols) {
+    Bf16::pack_b(dst, b, kc, cols);
+    const int64_t pairs = (kc + 1) / 2;
+    std::memset(dst + pairs * kNRBf16, 0, size_t((words(kc) - pairs) * kNRBf16) * sizeof(uint32_t));
+  }
+  void tile(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) const {
+    (emulated ? tile_amx_emulated : tile_amx)(words(kc), a, b, c, ldc, accumulate);
+  }
+  // The panel's rows beyond `rows` are zero: the whole tile, into the edge scratch (mr × nr).
+  void tile_rows(int, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc) const {
+    tile(kc, a, b, c, ldc, false);
+  }
+  void begin() const {
+    if (!emulated) amx_configure();
+  }
+  void end() const {
+    if (!emulated) amx_release();
+  }
 };
 
 // An edge tile's rows × cols of its scratch tile (nr wide) added to C or copied there: one
@@ -202,8 +241,8 @@ void store_edge(const float* edge, int64_t nr, float* c, int64_t ldc, int64_t ro
 template <class Format, class Word = typename Format::Word>
 void macro(const Format& f, int64_t rows, int64_t nc, int64_t kc, const Word* ap, const Word* bp, float* c, int64_t ldc,
            bool accumulate, int64_t j0, int64_t j1) {
-  alignas(64) float edge[kMRBf16 * kNRAvx512];
-  static_assert(kMRBf16 >= kMR);
+  alignas(64) float edge[kMRAmx * kNRAvx512];
+  static_assert(kMRAmx >= kMRBf16 && kMRBf16 >= kMR && kNRAvx512 >= kNRBf16);
   const int64_t nr = f.nr(), kw = f.words(kc);
   for (int64_t j = j0; j < j1; j += nr) {
     const int64_t cols = std::min(nr, nc - j);
@@ -233,7 +272,7 @@ void macro(const Format& f, int64_t rows, int64_t nc, int64_t kc, const Word* ap
 template <class Format, class Word = typename Format::Word>
 void macro_direct(const Format& f, int64_t rows, int64_t nc, int64_t kc, const View& a, Word* ap, const Word* bp,
                   float* c, int64_t ldc, bool accumulate) {
-  alignas(64) float edge[kMRBf16 * kNRAvx512];
+  alignas(64) float edge[kMRAmx * kNRAvx512];
   const int64_t nr = f.nr(), kw = f.words(kc), full = rows / Format::mr * Format::mr;
   for (int64_t i = 0; i < full; i += Format::mr)
     for (int64_t j = 0; j < nc; j += nr) {
@@ -276,6 +315,7 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
   const int64_t kw_max = f.words(Format::kc);
   Word* ap = a_buffer.get(kMC * kw_max);
   Word* bp = b_buffer.get(kw_max * (one_block ? nr : kNC));
+  f.begin();
   for (int64_t jc = j0; jc < j1; jc += kNC) {
     const int64_t nc = std::min(kNC, j1 - jc);
     for (int64_t pc = 0; pc < p.K; pc += Format::kc) {
@@ -315,6 +355,7 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
       }
     }
   }
+  f.end();
 }
 
 // [lo, hi) of the part t of `threads` of n items cut at multiples of `unit`.
@@ -356,11 +397,42 @@ void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int6
   }
 }
 
+Bf16Kernel g_bf16_kernel = Bf16Kernel::automatic;
+
+// The format bf16gemm runs in: AMX's tiles where the process may use them, else AVX512-BF16's.
+Bf16Kernel bf16_format() {
+  if (g_bf16_kernel != Bf16Kernel::automatic) return g_bf16_kernel;
+  return amx_permitted() ? Bf16Kernel::amx : Bf16Kernel::avx512_bf16;
+}
+
+// f(format) for the bf16 format of `kernel`.
+template <class F>
+void with_bf16_format(Bf16Kernel kernel, F&& f) {
+  if (kernel == Bf16Kernel::avx512_bf16)
+    f(Bf16{});
+  else
+    f(Amx{kernel == Bf16Kernel::amx_emulated});
+}
+
 }  // namespace
 
 bool available() { return isa().kernel != nullptr; }
 const char* kernel_name() { return isa().name; }
 bool bf16_available() { return cpu_features().avx512_bf16; }
+bool amx_available() { return bf16_available() && amx_permitted(); }
+
+void set_bf16_kernel(Bf16Kernel k) {
+  GMLP_CHECK(k != Bf16Kernel::amx || amx_available());
+  g_bf16_kernel = k;
+}
+Bf16Kernel bf16_kernel() { return bf16_format(); }
+const char* bf16_kernel_name() {
+  switch (bf16_format()) {
+    case Bf16Kernel::amx: return "amx";
+    case Bf16Kernel::amx_emulated: return "amx (emulated)";
+    default: return "avx512_bf16";
+  }
+}
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
            int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
@@ -371,13 +443,21 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
 void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
               Operand<float> B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
   GMLP_CHECK(bf16_available());
-  run(Bf16{}, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
+  with_bf16_format(bf16_format(), [&](const auto& f) {
+    run(f, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
+  });
 }
 
 void PackedB::Free::operator()(void* p) const { std::free(p); }
 
 PackedB::PackedB(bool bf16, bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb)
-    : bf16_(bf16), K_(K), N_(N), kc_(bf16 ? Bf16::kc : F32::kc), slices_k_((K + kc_ - 1) / kc_) {
+    : bf16_(bf16),
+      kernel_(bf16_format()),
+      K_(K),
+      N_(N),
+      kc_(bf16 ? Bf16::kc : F32::kc),
+      slices_k_((K + kc_ - 1) / kc_) {
+  static_assert(Bf16::kc == Amx::kc);
   GMLP_CHECK(K > 0 && N > 0 && (bf16 ? bf16_available() : available()));
   const View b{B, trans_b ? 1 : ldb, trans_b ? ldb : 1, false};
   // Each slice as block() packs one: its panels nr apart, words(kc) × nr words each.
@@ -401,7 +481,7 @@ PackedB::PackedB(bool bf16, bool trans_b, int64_t K, int64_t N, const float* B, 
     });
   };
   if (bf16)
-    pack(Bf16{});
+    with_bf16_format(kernel_, pack);
   else
     pack(F32{isa()});
 }
@@ -413,7 +493,9 @@ const void* PackedB::slice(int64_t jc, int64_t pc) const {
 void multiply(bool trans_a, int64_t M, Operand<float> A, int64_t lda, const PackedB& B, bool accumulate, float* C,
               int64_t ldc, const Epilogue* epilogue) {
   if (B.bf16())
-    run(Bf16{}, trans_a, false, M, B.N(), B.K(), A, lda, nullptr, 0, accumulate, C, ldc, epilogue, &B);
+    with_bf16_format(B.kernel(), [&](const auto& f) {
+      run(f, trans_a, false, M, B.N(), B.K(), A, lda, nullptr, 0, accumulate, C, ldc, epilogue, &B);
+    });
   else
     run(F32{isa()}, trans_a, false, M, B.N(), B.K(), A, lda, nullptr, 0, accumulate, C, ldc, epilogue, &B);
 }

@@ -60,10 +60,20 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
 
 // Whether this CPU has AVX512-BF16, which bf16gemm needs.
 bool bf16_available();
+// Whether bf16gemm can run on AMX's tiles: the CPU has AMX-BF16 (and AVX512-BF16, which packs the
+// panels) and Linux grants this process the tile state.
+bool amx_available();
+// The kernel bf16gemm multiplies with. automatic: AMX where amx_available(), else AVX512-BF16.
+// amx_emulated runs the AMX product's packing and blocking with its tile instruction in scalar
+// code, so that a CPU without AMX tests them; it is for tests, and slow.
+enum class Bf16Kernel { automatic, avx512_bf16, amx, amx_emulated };
+void set_bf16_kernel(Bf16Kernel k);
+Bf16Kernel bf16_kernel();  // the kernel in use (never automatic)
+const char* bf16_kernel_name();
 // sgemm's product with both operands rounded to bfloat16 (to nearest even) as they are packed and
-// the sums in fp32 (vdpbf16ps): what a bf16 × bf16 → fp32 product gives, without a rounded copy
-// of either operand. An operand stored as bfloat16 is packed as it is: the same bits as on the
-// floats round_to_bf16 made it from. Same blocking, threads, determinism and epilogue as sgemm.
+// the sums in fp32 (AVX512-BF16's vdpbf16ps, or AMX's tdpbf16ps: bf16_kernel()): what a bf16 × bf16 → fp32 product
+// gives, without a rounded copy of either operand. An operand stored as bfloat16 is packed as it is: the same bits as
+// on the floats round_to_bf16 made it from. Same blocking, threads, determinism and epilogue as sgemm.
 void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
               Operand<float> B, int64_t ldb, bool accumulate, float* C, int64_t ldc,
               const Epilogue* epilogue = nullptr);
@@ -79,9 +89,10 @@ void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* s
 // out in the order they take them. Holds its own copy: B may change or go afterwards.
 class PackedB {
  public:
-  // bf16: packed for bf16gemm's format (rounded to bfloat16), else for sgemm's.
+  // bf16: packed for bf16gemm's format (rounded to bfloat16) of the kernel in use, else for sgemm's.
   PackedB(bool bf16, bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb);
   bool bf16() const { return bf16_; }
+  Bf16Kernel kernel() const { return kernel_; }  // bf16's kernel, whose format it is packed in
   int64_t K() const { return K_; }
   int64_t N() const { return N_; }
   size_t bytes() const { return offsets_.back(); }
@@ -94,6 +105,7 @@ class PackedB {
     void operator()(void* p) const;
   };
   bool bf16_;
+  Bf16Kernel kernel_;
   int64_t K_, N_, kc_, slices_k_;
   std::vector<size_t> offsets_;  // bytes, one a slice and the end
   std::unique_ptr<void, Free> data_;

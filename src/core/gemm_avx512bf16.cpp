@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/gemm.h"
 #include "core/gemm_kernel.h"
@@ -178,6 +179,75 @@ void pack_b(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t kc, i
     }
 }
 }  // namespace
+
+// AMX's A panels: 32 rows of pair words each, row by row (gemm_kernel.h).
+namespace {
+
+// w[q] becomes the column q of the 16 × 16 words w held as rows.
+inline void transpose16(__m512i w[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2)
+    t[i] = _mm512_unpacklo_epi32(w[i], w[i + 1]), t[i + 1] = _mm512_unpackhi_epi32(w[i], w[i + 1]);
+  for (int i = 0; i < 16; i += 4) {
+    w[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]), w[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    w[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]), w[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int h = 0; h < 16; h += 8)
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_i32x4(w[h + i], w[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_i32x4(w[h + i], w[h + i + 4], 0xdd);
+    }
+  for (int i = 0; i < 8; ++i) {
+    w[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    w[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
+template <class Src>
+void pack_a_tiles(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
+  const int64_t pairs = (kc + 1) / 2, words = (pairs + kAmxPairs - 1) / kAmxPairs * kAmxPairs;
+  for (int64_t t = 0; t < rows; t += kMRAmx, dst += kMRAmx * words) {
+    if (cs == 1) {  // rows contiguous along k: each row's pairs, 8 at a time, zero beyond kc
+      for (int64_t i = 0; i < kMRAmx; ++i) {
+        uint32_t* d = dst + i * words;
+        if (t + i >= rows) {
+          std::memset(d, 0, size_t(words) * sizeof(uint32_t));
+          continue;
+        }
+        const Src* row = src + (t + i) * rs;
+        for (int64_t p = 0; p < words; p += 8)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + p),
+                              p < pairs ? pairs16(row + 2 * p, kc - 2 * p) : _mm256_setzero_si256());
+      }
+      continue;
+    }
+    // Columns contiguous (op(A) = Aᵀ, rs = 1): 16 rows at each of 16 pairs, interleaved as the
+    // AVX512-BF16 panels are, then turned so that each row's 16 pairs are one store.
+    for (int64_t r = 0; r < kMRAmx; r += 16) {
+      const __mmask16 m = first16(rows - t - r);
+      const Src* x0 = src + t + r;
+      for (int64_t p = 0; p < words; p += 16) {
+        __m512i w[16];
+        for (int q = 0; q < 16; ++q) {
+          const int64_t k = 2 * (p + q);
+          w[q] = m && k < kc ? interleave16(x0 + k * cs, k + 1 < kc ? x0 + (k + 1) * cs : nullptr, m)
+                             : _mm512_setzero_si512();
+        }
+        transpose16(w);
+        for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + (r + i) * words + p, w[i]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void pack_a_amx(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
+  pack_a_tiles(dst, src, rs, cs, rows, kc);
+}
+void pack_a_amx(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
+  pack_a_tiles(dst, src, rs, cs, rows, kc);
+}
 
 void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
   pack_a(dst, src, rs, cs, rows, kc);

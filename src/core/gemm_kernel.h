@@ -98,4 +98,27 @@ void pack_a_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int
 void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
 void pack_b_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
 
+// AMX (gemm_amx.cpp, AMX-BF16): a 32 × 32 tile of C held in four 16 × 16 fp32 accumulator tiles,
+// each step of 16 pairs loading two A tiles and two B tiles and running tdpbf16ps four times. B
+// panels are the AVX512-BF16 ones (b[p·NR + j], NR = 32: a B tile is 16 of their rows, 128 bytes
+// apart) with zero pairs up to a multiple of 16; A panels are 32 rows of pair words stored row
+// by row, a[i·pairs + p], zero beyond the rows and the depth, so that a tile of A is 16 rows of 64
+// bytes. `pairs` is a multiple of 16.
+inline constexpr int kMRAmx = 32, kAmxPairs = 16;
+// Loads gmlp's tile configuration on the calling thread (eight 16 × 64-byte tiles), and releases
+// the tiles again; a thread runs tile_amx only between the two.
+void amx_configure();
+void amx_release();
+void tile_amx(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate);
+// The same tile in scalar code, in tdpbf16ps's order (each pair's two products added in turn, the
+// pairs in order): the AMX product's packing and blocking, testable on a CPU without AMX.
+void tile_amx_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate);
+// Whether the CPU has AMX-BF16 and Linux grants this process the tile state (asked once).
+bool amx_permitted();
+// Rows [0, rows) × depth [0, kc) of op(A), element (r, k) at src[r·rs + k·cs] (rs or cs is 1),
+// into 32-row panels a[i·pairs + p], pairs = kc / 2 rounded up to a multiple of 16; from floats
+// (rounded here, as pack_a_bf16 rounds) or from bfloat16 (gemm_avx512bf16.cpp).
+void pack_a_amx(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
+void pack_a_amx(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
+
 }  // namespace gmlp::gemm

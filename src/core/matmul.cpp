@@ -115,7 +115,7 @@ Bf16Engine g_bf16_engine = Bf16Engine::automatic;
 // Whether bf16 products run gmlp's own kernel (else oneDNN's primitive).
 bool own_bf16() {
   if (g_bf16_engine != Bf16Engine::automatic) return g_bf16_engine == Bf16Engine::gmlp;
-  return gemm::bf16_available() && !cpu_features().amx_bf16;
+  return gemm::bf16_available();
 }
 }  // namespace
 void set_bf16_engine(Bf16Engine e) {

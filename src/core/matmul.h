@@ -3,8 +3,9 @@
 // beta = 1 accumulates (backward passes add into gradients). float in f32 precision goes to gmlp's own
 // product (core/gemm.h), or to oneDNN's sgemm on a CPU without AVX2. In bf16 precision both operands
 // are rounded to bfloat16 (to nearest even) and multiplied with fp32 sums into the fp32 C: by
-// gemm::bf16gemm, which rounds while it packs, on AVX512-BF16; on AMX by a oneDNN bf16 primitive on
-// rounded copies (set_bf16_engine picks either on any CPU with bf16). An operand an op stored as
+// gemm::bf16gemm, which rounds while it packs, on AMX's tiles where the CPU has them and on
+// AVX512-BF16 elsewhere; or by a oneDNN bf16 primitive on rounded copies (set_bf16_engine picks
+// either on any CPU with bf16). An operand an op stored as
 // bf16 (core/operand.h) is taken as it is, by either. double (finite-difference tests only) is a
 // plain loop.
 #pragma once
@@ -35,11 +36,11 @@ Precision auto_precision();
 Precision use_precision(const std::string& name);
 const char* precision_name(Precision p);
 
-// Which product computes bf16: gmlp's own on AVX512-BF16 (gemm::bf16gemm), or oneDNN's matmul
-// primitive (its AMX tile kernels where the CPU has AMX, its AVX512-BF16 ones elsewhere). automatic
-// (the default): oneDNN where the CPU has AMX, gmlp's own elsewhere. The others are for measuring
-// one against the other on the same CPU (gmlp bench --bf16-engine, the per-op benchmark) and for
-// testing each on any CPU with bf16; both give the exact products of the rounded operands.
+// Which product computes bf16: gmlp's own (gemm::bf16gemm: AMX's tiles where the CPU has them,
+// AVX512-BF16 elsewhere), or oneDNN's matmul primitive (likewise its AMX or AVX512-BF16 kernels).
+// automatic (the default): gmlp's own, wherever the CPU has AVX512-BF16 (every AMX CPU has it). The others are for
+// measuring one against the other on the same CPU (gmlp bench --bf16-engine, the per-op benchmark) and for testing each
+// on any CPU with bf16; both give the exact products of the rounded operands.
 enum class Bf16Engine { automatic, gmlp, onednn };
 void set_bf16_engine(Bf16Engine e);
 Bf16Engine bf16_engine();
@@ -68,7 +69,7 @@ void store_bf16(T* dst, const T* src, int64_t n) {
 // Weights that stay as they are from now on (ParamModel::freeze: an inference-only model's). A
 // product whose B lies in [begin, end) packs B the first time it meets it, keeps the pack and
 // reuses it on every later call, until release_constant(begin): gmlp's own products (f32, and bf16
-// on AVX512-BF16) in their packed format (gemm::PackedB), oneDNN's bf16 primitive (AMX) as the
+// on AVX512-BF16 or AMX) in their packed format (gemm::PackedB), oneDNN's bf16 primitive as the
 // dense bf16 copy it would otherwise round into on every call, and that of an A there too (the
 // gate's token-mixing weight). The same bits either way. Thread-safe.
 void hold_constant(const float* begin, const float* end);
