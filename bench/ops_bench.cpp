@@ -423,13 +423,14 @@ double g_peak[3][3] = {};
 // fc2: forward y = x·Wᵀ, input gradient dx = dy·W, weight gradient dW = dyᵀ·x) and of the gating
 // unit's per-image token projection (N×N by N×H), by each engine: oneDNN's sgemm and gmlp's own
 // in f32 (core/gemm.h, as the layers call it through core/matmul.h: a weight gradient's long sum
-// split across the threads); in bf16 gmlp's own product (AVX512-BF16, core/gemm.h) and oneDNN's
-// matmul primitive (AMX tiles where the CPU has them; the operands rounded into copies first),
+// split across the threads); in bf16 gmlp's own product (core/gemm.h: AMX's tiles where the CPU
+// has them, AVX512-BF16 elsewhere) and oneDNN's matmul primitive (likewise; the operands rounded
+// into copies first),
 // side by side on the same CPU (set_bf16_engine); bf16_stored is gmlp's own bf16 on operands
 // stored as bfloat16, as a layer stores the activations only products read (core/operand.h).
 // Names: matmul/SHAPE/PRODUCT/onednn|gemm|bf16|bf16_stored|onednn_bf16/threads:T; FLOP 2·M·N·K, and
 // peak: the share of the measured peak of the instructions the product runs on (fp32 FMA,
-// vdpbf16ps, or AMX's tiles for oneDNN's bf16 where the CPU has AMX).
+// vdpbf16ps, or AMX's tiles where the CPU has AMX).
 void register_matmul(const Shape& s) {
   struct Product {
     const char* name;
