@@ -102,7 +102,7 @@ Precision use_precision(const std::string& name) {
 }
 Precision matmul_precision() { return g_precision; }
 
-Precision auto_precision() { return cpu_features().amx_bf16 ? Precision::bf16 : Precision::f32; }
+Precision auto_precision() { return gemm::amx_available() ? Precision::bf16 : Precision::f32; }
 
 namespace {
 bool g_bf16_activations = true;

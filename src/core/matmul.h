@@ -27,9 +27,10 @@ void set_matmul_precision(Precision p);
 Precision matmul_precision();
 // Whether this CPU runs bf16 matrix products natively (AVX512-BF16 or AMX).
 bool cpu_has_bf16();
-// What --precision auto picks: bf16 where the CPU has AMX, whose tile products leave fp32 far
-// behind; f32 elsewhere (on AVX512-BF16 alone bf16 trains faster too, but by less than its
-// rounding is worth to a default).
+// What --precision auto picks: bf16 where gmlp's product can run on AMX's tiles (the CPU has
+// them and Linux grants this process their state), which leave fp32 far behind; f32 elsewhere
+// (on AVX512-BF16 alone bf16 trains faster too, but by less than its rounding is worth to a
+// default; and where AMX is refused, its CPUs' vdpbf16ps runs at half the fp32 FMA's rate).
 Precision auto_precision();
 // Parses "f32", "bf16" or "auto" (throws gmlp::Error otherwise) and makes it the matmul precision;
 // bf16 on a CPU without native support falls back to f32 with a notice on stderr. Returns what is used.
