@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "core/cpu_features.h"
 #include "core/gemm.h"
 #include "core/matmul.h"
 #include "core/rng.h"
@@ -54,11 +53,11 @@ data::ImageSet random_images(const ModelConfig& cfg, int n, uint64_t seed) {
   return set;
 }
 
-// The precisions whose products are gmlp's own: f32, and bf16 on AVX512-BF16 without AMX (on
-// AMX, bf16 runs oneDNN's primitives, which allocate).
+// The precisions whose products are gmlp's own: f32, and bf16 wherever the CPU has AVX512-BF16
+// (on AMX's tiles where it has those too).
 std::vector<Precision> own_precisions() {
   std::vector<Precision> out{Precision::f32};
-  if (gemm::bf16_available() && !cpu_features().amx_bf16) out.push_back(Precision::bf16);
+  if (gemm::bf16_available()) out.push_back(Precision::bf16);
   return out;
 }
 
