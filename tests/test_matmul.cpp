@@ -262,11 +262,11 @@ TEST(Matmul, SplitKWeightGradientOfStoredBf16GivesTheBitsOfFloats) {
   EXPECT_EQ(from_floats, from_stored);
 }
 
-// --precision auto: bf16 where the CPU has AMX, f32 elsewhere; and a name it does not know is a
-// one-line error naming what it expected.
+// --precision auto: bf16 where the process may use AMX's tiles, f32 elsewhere; and a name it
+// does not know is a one-line error naming what it expected.
 TEST(Precision, AutoPicksBf16OnlyWhereTheCpuHasAmx) {
   const Precision p = use_precision("auto");
-  EXPECT_EQ(p, cpu_features().amx_bf16 ? Precision::bf16 : Precision::f32);
+  EXPECT_EQ(p, gemm::amx_available() ? Precision::bf16 : Precision::f32);
   EXPECT_EQ(matmul_precision(), p);
   set_matmul_precision(Precision::f32);
   try {
