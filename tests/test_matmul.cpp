@@ -11,7 +11,6 @@
 
 #include "check.h"
 #include "core/bf16.h"
-#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/gemm.h"
 #include "core/matmul.h"
