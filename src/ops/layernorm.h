@@ -28,6 +28,10 @@ void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, i
 // inside their own tiles (the SGU) share.
 template <class T>
 inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int64_t C, T eps);
+// The row's statistics alone, layernorm_row's first steps (the same bits): for a caller that
+// normalises only some of the row's columns, with layernorm_row_apply.
+template <class T>
+inline void layernorm_row_stats(T* mean, T* rstd, const T* x, int64_t C, T eps);
 // dx = ∂L/∂x (Write::overwrite) or dx += ∂L/∂x (Write::accumulate). dgamma and dbeta, when
 // given, accumulate the row's Σ dy·x̂ and Σ dy.
 template <class T>
@@ -50,7 +54,7 @@ inline void layernorm_row_apply(T* y, const T* x, T mean, T rstd, const T* gamma
 }
 
 template <class T>
-inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int64_t C, T eps) {
+inline void layernorm_row_stats(T* mean, T* rstd, const T* x, int64_t C, T eps) {
   T s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t c = 0; c < C; ++c) s += x[c];
@@ -58,7 +62,14 @@ inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, co
   T ss = 0;  // two passes: the variance of the centred values does not cancel
 #pragma omp simd reduction(+ : ss)
   for (int64_t c = 0; c < C; ++c) ss += (x[c] - mu) * (x[c] - mu);
-  const T r = T(1) / std::sqrt(ss / T(C) + eps);
+  *mean = mu;
+  *rstd = T(1) / std::sqrt(ss / T(C) + eps);
+}
+
+template <class T>
+inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int64_t C, T eps) {
+  T mu, r;
+  layernorm_row_stats(&mu, &r, x, C, eps);
   layernorm_row_apply(y, x, mu, r, gamma, beta, C);
   *mean = mu;
   *rstd = r;
