@@ -146,6 +146,7 @@ struct F32 {
   static constexpr int64_t mr = kMR, kc = kKC;
   const Isa& isa;
   // Whether op(A) (rows along k, lda apart) can be read in place; then a full tile of it from a.
+  static constexpr bool kReadsInPlace = true;
   static bool direct(const View& a, int64_t, int64_t) { return a.cs == 1 && !a.bf16; }
   void tile_direct(int64_t kc, const View& a, int64_t i, const float* b, float* c, int64_t ldc, bool accumulate) const {
     isa.direct(kc, a.f() + i * a.rs, a.rs, b, c, ldc, accumulate);
@@ -169,6 +170,7 @@ struct Bf16 {
   static constexpr int64_t mr = kMRBf16, kc = 2 * kKC;
   // Rows of bfloat16 are already pair words, when each row starts on a pair word (an aligned start,
   // lda even) and no row's last pair reaches past its end (K even).
+  static constexpr bool kReadsInPlace = true;
   static bool direct(const View& a, int64_t lda, int64_t K) {
     return a.cs == 1 && a.bf16 && reinterpret_cast<uintptr_t>(a.p) % 4 == 0 && lda % 2 == 0 && K % 2 == 0;
   }
@@ -202,8 +204,7 @@ struct Amx {
   using Word = uint32_t;
   static constexpr int64_t mr = kMRAmx, kc = 2 * kKC;
   bool emulated;
-  static bool direct(const View&, int64_t, int64_t) { return false; }
-  static void tile_direct(int64_t, const View&, int64_t, const uint32_t*, float*, int64_t, bool) {}
+  static constexpr bool kReadsInPlace = false;  // A is always packed
   static int64_t nr() { return kNRBf16; }
   static int64_t words(int64_t kc) { return round_up((kc + 1) / 2, kAmxPairs); }
   static void pack_a(uint32_t* dst, View a, int64_t rows, int64_t kc) {
@@ -339,16 +340,18 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
       }
       if (!p.packed)
         for (int64_t j = 0; j < nc; j += nr) f.pack_b(bp + j * kw, b_panel(j), kc, std::min(nr, nc - j));
-      const bool direct =
-          Format::direct(p.a, p.a.rs, p.K) && kw * round_up(nc, nr) * int64_t(sizeof(Word)) <= kDirectSliceBytes;
+      bool direct = false;  // whether op(A) is read in place
+      if constexpr (Format::kReadsInPlace)
+        direct = Format::direct(p.a, p.a.rs, p.K) && kw * round_up(nc, nr) * int64_t(sizeof(Word)) <= kDirectSliceBytes;
       for (int64_t ic = i0; ic < i1; ic += kMC) {
         const int64_t rows = std::min(kMC, i1 - ic);
         float* c = p.C + ic * p.ldc + jc;
-        if (direct) {
-          macro_direct(f, rows, nc, kc, a_rows(ic), ap, slice, c, p.ldc, accumulate);
-          if (last) (*last)(ic, ic + rows, jc, jc + nc);
-          continue;
-        }
+        if constexpr (Format::kReadsInPlace)
+          if (direct) {
+            macro_direct(f, rows, nc, kc, a_rows(ic), ap, slice, c, p.ldc, accumulate);
+            if (last) (*last)(ic, ic + rows, jc, jc + nc);
+            continue;
+          }
         f.pack_a(ap, a_rows(ic), rows, kc);
         macro(f, rows, nc, kc, ap, slice, c, p.ldc, accumulate, 0, nc);
         if (last) (*last)(ic, ic + rows, jc, jc + nc);
