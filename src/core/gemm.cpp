@@ -145,8 +145,8 @@ struct F32 {
   using Word = float;
   static constexpr int64_t mr = kMR, kc = kKC;
   const Isa& isa;
-  // Whether op(A) (rows along k, lda apart) can be read in place; then a full tile of it from a.
   static constexpr bool kReadsInPlace = true;
+  // Whether op(A) (rows along k, lda apart) can be read in place; then a full tile of it from a.
   static bool direct(const View& a, int64_t, int64_t) { return a.cs == 1 && !a.bf16; }
   void tile_direct(int64_t kc, const View& a, int64_t i, const float* b, float* c, int64_t ldc, bool accumulate) const {
     isa.direct(kc, a.f() + i * a.rs, a.rs, b, c, ldc, accumulate);
@@ -168,9 +168,9 @@ struct F32 {
 struct Bf16 {
   using Word = uint32_t;
   static constexpr int64_t mr = kMRBf16, kc = 2 * kKC;
+  static constexpr bool kReadsInPlace = true;
   // Rows of bfloat16 are already pair words, when each row starts on a pair word (an aligned start,
   // lda even) and no row's last pair reaches past its end (K even).
-  static constexpr bool kReadsInPlace = true;
   static bool direct(const View& a, int64_t lda, int64_t K) {
     return a.cs == 1 && a.bf16 && reinterpret_cast<uintptr_t>(a.p) % 4 == 0 && lda % 2 == 0 && K % 2 == 0;
   }
