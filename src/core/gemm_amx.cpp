@@ -1,12 +1,12 @@
 // gemm_kernel.h's AMX tile (this file is compiled with -mamx-tile -mamx-bf16): tdpbf16ps on
 // 16 × 32 bf16 tiles of A and 16 × 16-pair tiles of B into 16 × 16 fp32 tiles of C. The panels are
-// packed by gemm_avx512bf16.cpp (A) and the AVX512-BF16 packing (B), so the tile instructions are
-// all this file holds.
+// packed by gemm_avx512bf16.cpp (A) and the AVX512-BF16 packing (B), so this file holds only the
+// tile instructions, their emulation in scalar code and the request for the tile state.
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cstring>
+#include <cstdint>
 
 #include "core/bf16.h"
 #include "core/cpu_features.h"
