@@ -111,7 +111,9 @@ void amx_configure();
 void amx_release();
 void tile_amx(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate);
 // The same tile in scalar code, in tdpbf16ps's order (each pair's two products added in turn, the
-// pairs in order): the AMX product's packing and blocking, testable on a CPU without AMX.
+// pairs in order): the AMX product's packing and blocking, testable on a CPU without AMX. It keeps
+// denormal operands and sums, which tdpbf16ps flushes to zero, so the two agree to rounding, not
+// to the bit.
 void tile_amx_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate);
 // Whether the CPU has AMX-BF16 and Linux grants this process the tile state (asked once).
 bool amx_permitted();
