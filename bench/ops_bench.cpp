@@ -484,9 +484,8 @@ void register_matmul(const Shape& s) {
               set_matmul_precision(Precision::f32);
               set_bf16_engine(Bf16Engine::automatic);
               // bf16 runs on AMX's tiles where the CPU has them: oneDNN's always, gmlp's by its kernel.
-              const bool tiles = engine == onednn_bf16 ? g_peak[kBf16Tiles][1] > 0
-                                                       : engine != onednn && engine != gemm &&
-                                                             gemm::bf16_kernel() == gemm::Bf16Kernel::amx;
+              const bool tiles =
+                  engine == onednn_bf16 ? g_peak[kBf16Tiles][1] > 0 : gemm::bf16_kernel() == gemm::Bf16Kernel::amx;
               const PeakKind kind = engine <= gemm ? kFp32 : tiles ? kBf16Tiles : kBf16Dot;
               const double flops = 2.0 * p.M * p.N * p.K, peak = g_peak[kind][threads];
               st.counters["FLOP"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);

@@ -237,25 +237,7 @@ TEST(Bf16Storage, RoundToBf16IsRoundingToNearestEven) {
   }
 }
 
-void expect_stored_operands_give_the_bits_of_floats();
-
-// An operand stored as bfloat16 (round_to_bf16, as an op stores an activation) gives the bits of
-// bf16gemm on the floats it was rounded from, for A, B or both, in every transposition, across
-// the blocks and at the edges (odd depths, partial panels), packed or (rows of A, even strides
-// and depths, more rows than a block) read in place; the stored operands' padding is NaN. On
-// AVX512-BF16's kernel and on AMX's (emulated where the CPU has no AMX).
-TEST(Bf16Storage, StoredOperandsGiveTheBitsOfRoundingWhilePacking) {
-  if (!gemm::bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
-  for (const gemm::Bf16Kernel kernel :
-       {gemm::Bf16Kernel::avx512_bf16,
-        gemm::amx_available() ? gemm::Bf16Kernel::amx : gemm::Bf16Kernel::amx_emulated}) {
-    SCOPED_TRACE(kernel == gemm::Bf16Kernel::avx512_bf16 ? "avx512_bf16" : "amx");
-    gemm::set_bf16_kernel(kernel);
-    expect_stored_operands_give_the_bits_of_floats();
-  }
-  gemm::set_bf16_kernel(gemm::Bf16Kernel::automatic);
-}
-
+// The check of Bf16Storage.StoredOperandsGiveTheBitsOfRoundingWhilePacking, on the kernel in use.
 void expect_stored_operands_give_the_bits_of_floats() {
   uint64_t seed = 500;
   std::vector<std::pair<Case, int64_t>> all;  // with the padding of the rows
@@ -285,6 +267,23 @@ void expect_stored_operands_give_the_bits_of_floats() {
           << (which & 2 ? " B" : "") << " stored as bf16";
     }
   }
+}
+
+// An operand stored as bfloat16 (round_to_bf16, as an op stores an activation) gives the bits of
+// bf16gemm on the floats it was rounded from, for A, B or both, in every transposition, across
+// the blocks and at the edges (odd depths, partial panels), packed or (rows of A, even strides
+// and depths, more rows than a block) read in place; the stored operands' padding is NaN. On
+// AVX512-BF16's kernel and on AMX's (emulated where the CPU has no AMX).
+TEST(Bf16Storage, StoredOperandsGiveTheBitsOfRoundingWhilePacking) {
+  if (!gemm::bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  for (const gemm::Bf16Kernel kernel :
+       {gemm::Bf16Kernel::avx512_bf16,
+        gemm::amx_available() ? gemm::Bf16Kernel::amx : gemm::Bf16Kernel::amx_emulated}) {
+    SCOPED_TRACE(kernel == gemm::Bf16Kernel::avx512_bf16 ? "avx512_bf16" : "amx");
+    gemm::set_bf16_kernel(kernel);
+    expect_stored_operands_give_the_bits_of_floats();
+  }
+  gemm::set_bf16_kernel(gemm::Bf16Kernel::automatic);
 }
 
 }  // namespace

@@ -61,7 +61,8 @@ std::string version_report() {
   if (features.empty()) features = "no avx2";
   // gmlp's own product runs on AMX's tiles where the process may use them, else on AVX512-BF16;
   // without either, bf16 runs as f32.
-  const std::string bf16 = cpu.avx512_bf16 ? cat(gemm::bf16_kernel_name(), cpu.amx_bf16 ? "" : " (no amx)")
+  const char* amx = !cpu.amx_bf16 ? " (no amx)" : gemm::amx_available() ? "" : " (amx refused by the kernel)";
+  const std::string bf16 = cpu.avx512_bf16 ? cat(gemm::bf16_kernel_name(), amx)
                            : cpu.amx_bf16  ? std::string("amx_bf16 (oneDNN's)")
                                            : std::string("none (--precision bf16 runs in f32)");
   s += cat("cpu: ", cpu.name, "; ", features, "; bf16 matmul: ", bf16, "\n");

@@ -402,12 +402,6 @@ void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int6
 
 Bf16Kernel g_bf16_kernel = Bf16Kernel::automatic;
 
-// The format bf16gemm runs in: AMX's tiles where the process may use them, else AVX512-BF16's.
-Bf16Kernel bf16_format() {
-  if (g_bf16_kernel != Bf16Kernel::automatic) return g_bf16_kernel;
-  return amx_permitted() ? Bf16Kernel::amx : Bf16Kernel::avx512_bf16;
-}
-
 // f(format) for the bf16 format of `kernel`.
 template <class F>
 void with_bf16_format(Bf16Kernel kernel, F&& f) {
@@ -428,9 +422,12 @@ void set_bf16_kernel(Bf16Kernel k) {
   GMLP_CHECK(k != Bf16Kernel::amx || amx_available());
   g_bf16_kernel = k;
 }
-Bf16Kernel bf16_kernel() { return bf16_format(); }
+Bf16Kernel bf16_kernel() {
+  if (g_bf16_kernel != Bf16Kernel::automatic) return g_bf16_kernel;
+  return amx_permitted() ? Bf16Kernel::amx : Bf16Kernel::avx512_bf16;
+}
 const char* bf16_kernel_name() {
-  switch (bf16_format()) {
+  switch (bf16_kernel()) {
     case Bf16Kernel::amx: return "amx";
     case Bf16Kernel::amx_emulated: return "amx (emulated)";
     default: return "avx512_bf16";
@@ -446,7 +443,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
 void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
               Operand<float> B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
   GMLP_CHECK(bf16_available());
-  with_bf16_format(bf16_format(), [&](const auto& f) {
+  with_bf16_format(bf16_kernel(), [&](const auto& f) {
     run(f, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
   });
 }
@@ -455,7 +452,7 @@ void PackedB::Free::operator()(void* p) const { std::free(p); }
 
 PackedB::PackedB(bool bf16, bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb)
     : bf16_(bf16),
-      kernel_(bf16_format()),
+      kernel_(bf16_kernel()),
       K_(K),
       N_(N),
       kc_(bf16 ? Bf16::kc : F32::kc),

@@ -71,9 +71,10 @@ void set_bf16_kernel(Bf16Kernel k);
 Bf16Kernel bf16_kernel();  // the kernel in use (never automatic)
 const char* bf16_kernel_name();
 // sgemm's product with both operands rounded to bfloat16 (to nearest even) as they are packed and
-// the sums in fp32 (AVX512-BF16's vdpbf16ps, or AMX's tdpbf16ps: bf16_kernel()): what a bf16 × bf16 → fp32 product
-// gives, without a rounded copy of either operand. An operand stored as bfloat16 is packed as it is: the same bits as
-// on the floats round_to_bf16 made it from. Same blocking, threads, determinism and epilogue as sgemm.
+// the sums in fp32 (AVX512-BF16's vdpbf16ps, or AMX's tdpbf16ps: bf16_kernel()): what a bf16 ×
+// bf16 → fp32 product gives, without a rounded copy of either operand. An operand stored as
+// bfloat16 is packed as it is: the same bits as on the floats round_to_bf16 made it from. Same
+// blocking, threads, determinism and epilogue as sgemm.
 void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
               Operand<float> B, int64_t ldb, bool accumulate, float* C, int64_t ldc,
               const Epilogue* epilogue = nullptr);

@@ -5,9 +5,8 @@
 // are rounded to bfloat16 (to nearest even) and multiplied with fp32 sums into the fp32 C: by
 // gemm::bf16gemm, which rounds while it packs, on AMX's tiles where the CPU has them and on
 // AVX512-BF16 elsewhere; or by a oneDNN bf16 primitive on rounded copies (set_bf16_engine picks
-// either on any CPU with bf16). An operand an op stored as
-// bf16 (core/operand.h) is taken as it is, by either. double (finite-difference tests only) is a
-// plain loop.
+// either on any CPU with bf16). An operand an op stored as bf16 (core/operand.h) is taken as it
+// is, by either. double (finite-difference tests only) is a plain loop.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +38,10 @@ const char* precision_name(Precision p);
 
 // Which product computes bf16: gmlp's own (gemm::bf16gemm: AMX's tiles where the CPU has them,
 // AVX512-BF16 elsewhere), or oneDNN's matmul primitive (likewise its AMX or AVX512-BF16 kernels).
-// automatic (the default): gmlp's own, wherever the CPU has AVX512-BF16 (every AMX CPU has it). The others are for
-// measuring one against the other on the same CPU (gmlp bench --bf16-engine, the per-op benchmark) and for testing each
-// on any CPU with bf16; both give the exact products of the rounded operands.
+// automatic (the default): gmlp's own, wherever the CPU has AVX512-BF16 (every AMX CPU has it).
+// The others are for measuring one against the other on the same CPU (gmlp bench --bf16-engine,
+// the per-op benchmark) and for testing each on any CPU with bf16; both give the exact products
+// of the rounded operands.
 enum class Bf16Engine { automatic, gmlp, onednn };
 void set_bf16_engine(Bf16Engine e);
 Bf16Engine bf16_engine();

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/bf16.h"
@@ -144,22 +146,25 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
   enum { kVn, kG, kMean, kRstd, kRow };
   const int threads = omp_get_max_threads();
   const ThreadScratch<T> sc({N * H, N * H, N, N, H}, threads);
+  // Image img's row statistics: the saved ones, or thread t's scratch.
+  const auto stats = [&](int64_t img, int t) {
+    return save ? std::pair{mean + img * N, rstd + img * N} : std::pair{sc.at(t, kMean), sc.at(t, kRstd)};
+  };
   // Image img's gate on its channels [h0, h1), on thread t: all of them, or the thread's share
-  // where the threads split one image (below). With `stats` (each row's mean and rstd, made
-  // beforehand), the thread normalises only its channels; else it makes and keeps the statistics
-  // as it normalises whole rows.
-  const auto image = [&](int64_t img, int t, int64_t h0, int64_t h1, const T* stats_mean, const T* stats_rstd) {
+  // where the threads split one image (below). With `shared`, the statistics are made beforehand,
+  // in thread 0's scratch where they are not saved, and the thread normalises only its channels;
+  // else it makes them as it normalises whole rows.
+  const auto image = [&](int64_t img, int t, int64_t h0, int64_t h1, bool shared) {
     const int64_t w = h1 - h0;
     T* vi = sc.at(t, kVn);
     T* gi = save && !bf16.g ? g + img * N * H : sc.at(t, kG);
-    T* mi = save ? mean + img * N : sc.at(t, kMean);
-    T* ri = save ? rstd + img * N : sc.at(t, kRstd);
+    const auto [mi, ri] = stats(img, shared ? 0 : t);
     for (int64_t n = 0; n < N; ++n) {
       const int64_t r = n * B + img;  // its row in the token-major activations
       if (n + kAhead < N) prefetch(z + (r + kAhead * B) * F + off + h0, w);
       T* vn = vi + n * H + h0;
-      if (stats_mean)
-        layernorm_row_apply(vn, z + r * F + off + h0, stats_mean[n], stats_rstd[n], gamma + h0, beta + h0, w);
+      if (shared)
+        layernorm_row_apply(vn, z + r * F + off + h0, mi[n], ri[n], gamma + h0, beta + h0, w);
       else
         layernorm_row(vn, mi + n, ri + n, z + r * F + off, gamma, beta, H, eps);
       if (s.pad && s.pad[img * N + n]) std::fill(vn, vn + w, T(0));  // read by no token
@@ -191,9 +196,9 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
       if (bf16.stored) store_bf16(element(out, r * H + h0, true), o, w);
     }
   };
-  if (by_image(B)) return for_each_image(true, B, [&](int64_t img, int t) { image(img, t, 0, H, nullptr, nullptr); });
+  if (by_image(B)) return for_each_image(true, B, [&](int64_t img, int t) { image(img, t, 0, H, false); });
   if (threads == 1 || omp_in_parallel())
-    return for_each_image(false, B, [&](int64_t img, int) { image(img, 0, 0, H, nullptr, nullptr); });
+    return for_each_image(false, B, [&](int64_t img, int) { image(img, 0, 0, H, false); });
   // Fewer images than threads (inference's latency at batch 1): the threads split each image's
   // channels, in multiples of 32 so that no two write one cache line. Splitting its rows instead
   // handed each row of v̂ and g from one core to the other between the LayerNorm, the product and
@@ -201,8 +206,8 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
   // which the threads make for their shares of the rows first (thread 0's scratch, or the saved
   // mean and rstd), so that no thread makes all of them.
   for (int64_t img = 0; img < B; ++img) {
-    T* mi = save ? mean + img * N : sc.at(0, kMean);
-    T* ri = save ? rstd + img * N : sc.at(0, kRstd);
+    T *mi, *ri;  // plain pointers: the parallel region below cannot name a structured binding
+    std::tie(mi, ri) = stats(img, 0);
 #pragma omp parallel num_threads(threads)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -211,7 +216,7 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
       const int64_t units = (H + 31) / 32;
       const int64_t h0 = std::min(H, units * t / nt * 32), h1 = std::min(H, units * (t + 1) / nt * 32);
 #pragma omp barrier
-      if (h0 < h1) image(img, t, h0, h1, mi, ri);
+      if (h0 < h1) image(img, t, h0, h1, true);
     }
   }
 }
