@@ -48,6 +48,8 @@ const Isa& isa() {
 // A packed slice of B (KC × NC floats) up to this size stays in L2 while the kernel reads op(A)
 // in place, tile by tile (block()).
 constexpr int64_t kDirectSliceBytes = 128 * 1024;
+// The part of C, at most, that a block's epilogue waits for (block()).
+constexpr int64_t kEpilogueBytes = 16 * 1024;
 
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
@@ -329,12 +331,19 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
       const Word* slice = p.packed ? static_cast<const Word*>(p.packed->slice(jc, pc)) : bp;
       if (one_block) {
         f.pack_a(ap, a_rows(i0), M, kc);
+        // The epilogue runs on groups of panels whose part of C is still in L1: panel by panel,
+        // its calls on rows of 16 columns cost more than the work they did.
+        const int64_t group = std::max(nr, kEpilogueBytes / (M * int64_t(sizeof(float))) / nr * nr);
+        int64_t done = 0;  // columns the epilogue has seen
         for (int64_t j = 0; j < nc; j += nr) {
           const int64_t cols = std::min(nr, nc - j);
           if (!p.packed) f.pack_b(bp, b_panel(j), kc, cols);
           const Word* panel = p.packed ? slice + j * kw : bp;
           macro(f, M, cols, kc, ap, panel, p.C + i0 * p.ldc + jc + j, p.ldc, accumulate, 0, cols);
-          if (last) (*last)(i0, i1, jc + j, jc + j + cols);
+          if (last && (j + cols - done >= group || j + cols == nc)) {
+            (*last)(i0, i1, jc + done, jc + j + cols);
+            done = j + cols;
+          }
         }
         continue;
       }
