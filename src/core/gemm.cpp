@@ -311,12 +311,16 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
   thread_local Buffer<Word> a_buffer, b_buffer;
   const int64_t M = i1 - i0, nr = f.nr();
   // Rows that fit one A block take each B panel straight from packing to use, while it is in
-  // L1; otherwise a whole KC × NC slice of B is packed for the A blocks to share.
-  const bool one_block = M <= kMC;
+  // L1; otherwise a whole KC × NC slice of B is packed for the A blocks to share. One block takes
+  // up to a tile's rows less than two: a last block of a few rows (gMLP-Ti/16's 196 rows at batch
+  // 1 are 96 and 100 on two threads, the 100 a block of 96 and one of 4) made the thread that
+  // had it run a second pass over the whole of B, and the other thread wait.
+  const int64_t max_block = kMC + Format::mr - 1;
+  const bool one_block = M <= max_block;
   // Buffers of the largest block, not of this product's: products whose shapes vary from call to
   // call (the masked-token head's rows) then allocate nothing after the first.
   const int64_t kw_max = f.words(Format::kc);
-  Word* ap = a_buffer.get(kMC * kw_max);
+  Word* ap = a_buffer.get(round_up(max_block, Format::mr) * kw_max);
   Word* bp = b_buffer.get(kw_max * (one_block ? nr : kNC));
   f.begin();
   for (int64_t jc = j0; jc < j1; jc += kNC) {
