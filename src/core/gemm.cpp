@@ -437,7 +437,7 @@ void set_bf16_kernel(Bf16Kernel k) {
 }
 Bf16Kernel bf16_kernel() {
   if (g_bf16_kernel != Bf16Kernel::automatic) return g_bf16_kernel;
-  return amx_permitted() ? Bf16Kernel::amx : Bf16Kernel::avx512_bf16;
+  return amx_available() ? Bf16Kernel::amx : Bf16Kernel::avx512_bf16;
 }
 const char* bf16_kernel_name() {
   switch (bf16_kernel()) {

@@ -68,11 +68,8 @@ inline void layernorm_row_stats(T* mean, T* rstd, const T* x, int64_t C, T eps) 
 
 template <class T>
 inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int64_t C, T eps) {
-  T mu, r;
-  layernorm_row_stats(&mu, &r, x, C, eps);
-  layernorm_row_apply(y, x, mu, r, gamma, beta, C);
-  *mean = mu;
-  *rstd = r;
+  layernorm_row_stats(mean, rstd, x, C, eps);
+  layernorm_row_apply(y, x, *mean, *rstd, gamma, beta, C);
 }
 
 template <class T>
