@@ -331,6 +331,10 @@ expect_error "a --config value passes the flag's check" 2 "--label-smoothing: ex
   "$GMLP" train --config "$WORK/vconfig.json" --out "$WORK/v"
 expect_error "--threads above the CPUs this process may use" 2 "--threads: expected a whole number in 0..[0-9]+, found '100000'" -- \
   "$GMLP" eval --checkpoint "$CK" --threads 100000
+# With OMP_PROC_BIND the runtime binds the main thread to one CPU before gmlp counts them: the
+# count must still be the process's CPUs, not that one.
+expect_error "--threads counts the process's CPUs under OMP_PROC_BIND" 2 "--threads: expected a whole number in 0..$(nproc), found '100000'" -- \
+  env OMP_PROC_BIND=close "$GMLP" eval --checkpoint "$CK" --threads 100000
 expect_error "--threads -2" 2 "--threads: expected a whole number in 0..[0-9]+, found '-2'" -- "$GMLP" train --threads -2 --out "$WORK/v"
 expect_error "predict --top -5" 2 "--top: expected a whole number >= 1, found '-5'" -- "$GMLP" predict --checkpoint "$CK" --top -5 "$WORK/boot.png"
 expect_error "fill-mask --top 0" 2 "--top: expected a whole number >= 1, found '0'" -- "$GMLP" fill-mask --checkpoint "$CK" --top 0 "[MASK]"

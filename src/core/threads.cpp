@@ -1,16 +1,15 @@
 #include "core/threads.h"
 
 #include <omp.h>
-#include <sched.h>
 
 #include "core/error.h"
 
 namespace gmlp {
 
-int available_cpus() {
-  cpu_set_t set;
-  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : omp_get_num_procs();
-}
+// The OpenMP runtime counts the process's CPUs when it starts, before it binds this thread to one
+// of them (OMP_PROC_BIND): asked afterwards, this thread's own affinity would be that one CPU,
+// and every product would run on one thread.
+int available_cpus() { return omp_get_num_procs(); }
 
 void set_threads(int n) {
   if (n > kMaxThreads) fail("invalid thread count ", n, ": expected at most ", kMaxThreads);

@@ -6,7 +6,7 @@
 
 namespace gmlp {
 
-// The CPUs this process may run on (sched_getaffinity: taskset and container limits shrink it).
+// The CPUs this process may run on as it started (taskset and container limits shrink it).
 // The command line's --threads takes 0..available_cpus().
 int available_cpus();
 
