@@ -183,38 +183,47 @@ TEST_P(Gemm, EpilogueVisitsEachFinishedElementOnce) {
     }
 }
 
-// B packed beforehand (gemm::PackedB) gives the bits of the product that packs it on every call,
-// on 1 and 2 threads, with the epilogue, across the K and N blocks, and after B itself is gone.
-TEST_P(Gemm, PackedBGivesTheBitsOfPackingOnEveryCall) {
+// An operand packed beforehand (gemm::Packed), A or B, gives the bits of the product that packs it
+// on every call, on 1 and 2 threads, with the epilogue, across the K and N blocks, with several
+// blocks of rows and a ragged last tile, and after the matrix itself is gone.
+TEST_P(Gemm, PackedOperandGivesTheBitsOfPackingOnEveryCall) {
   const Format f = GetParam();
   const int threads = omp_get_max_threads();
   uint64_t seed = 300;
-  for (Case c : {Case{false, false, false, 300, 200, 300}, Case{false, true, true, 520, 64, 600},
-                 Case{true, false, false, 7, 3100, 1100}, Case{true, true, true, 97, 130, 257},
-                 Case{false, true, false, 49, 512, 128}, Case{false, false, true, 1, 33, 5}}) {
-    const Operands o = make(c, seed++);
-    const std::vector<float> want = run(f, c, o);
-    auto B = std::make_unique<std::vector<float>>(o.B);
-    const gemm::PackedB packed(f != Format::f32, c.tb, c.K, c.N, B->data(), o.ldb);
-    B.reset();  // the pack holds its own copy
-    EXPECT_EQ(packed.K(), c.K);
-    EXPECT_EQ(packed.N(), c.N);
-    for (const int t : {1, 2}) {
-      std::vector<float> got = o.C;
-      int visited = 0;
-      const auto count = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  for (const gemm::Side side : {gemm::Side::b, gemm::Side::a})
+    for (Case c : {Case{false, false, false, 300, 200, 300}, Case{false, true, true, 520, 64, 600},
+                   Case{true, false, false, 7, 3100, 1100}, Case{true, true, true, 97, 130, 257},
+                   Case{false, true, false, 49, 512, 128}, Case{false, false, true, 1, 33, 5},
+                   Case{false, false, false, 196, 192, 196}, Case{true, false, true, 50, 256, 50}}) {
+      SCOPED_TRACE(testing::Message() << (side == gemm::Side::a ? "A" : "B") << " packed, " << c.M << "x" << c.N << "x"
+                                      << c.K);
+      const Operands o = make(c, seed++);
+      const std::vector<float> want = run(f, c, o);
+      const bool on_a = side == gemm::Side::a;
+      auto X = std::make_unique<std::vector<float>>(on_a ? o.A : o.B);
+      const gemm::Packed packed(side, f != Format::f32, on_a ? c.ta : c.tb, on_a ? c.M : c.K, on_a ? c.K : c.N,
+                                X->data(), on_a ? o.lda : o.ldb);
+      X.reset();  // the pack holds its own copy
+      EXPECT_EQ(packed.K(), c.K);
+      EXPECT_EQ(on_a ? packed.rows() : packed.cols(), on_a ? c.M : c.N);
+      for (const int t : {1, 2}) {
+        std::vector<float> got = o.C;
+        int visited = 0;
+        const auto count = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
 #pragma omp atomic
-        visited += int((r1 - r0) * (c1 - c0));
-      };
-      const gemm::Epilogue epilogue(count);
-      omp_set_num_threads(t);
-      gemm::multiply(c.ta, c.M, o.A.data(), o.lda, packed, c.accumulate, got.data(), o.ldc, &epilogue);
-      omp_set_num_threads(threads);
-      ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
-          << c.M << "x" << c.N << "x" << c.K << " on " << t << " threads";
-      EXPECT_EQ(visited, c.M * c.N);
+          visited += int((r1 - r0) * (c1 - c0));
+        };
+        const gemm::Epilogue epilogue(count);
+        omp_set_num_threads(t);
+        if (on_a)
+          gemm::multiply(packed, c.tb, c.N, o.B.data(), o.ldb, c.accumulate, got.data(), o.ldc, &epilogue);
+        else
+          gemm::multiply(c.ta, c.M, o.A.data(), o.lda, packed, c.accumulate, got.data(), o.ldc, &epilogue);
+        omp_set_num_threads(threads);
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << " on " << t << " threads";
+        EXPECT_EQ(visited, c.M * c.N);
+      }
     }
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, Gemm, ::testing::Values(Format::f32, Format::bf16, Format::amx), name);

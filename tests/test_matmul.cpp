@@ -157,8 +157,8 @@ TEST(Matmul, Bf16EngineNames) {
 }
 
 // A B held constant is packed on its first product and the pack reused (the same bits as
-// packing every call), in each precision the CPU runs natively; a B outside the range is not
-// packed; releasing the range drops its packs.
+// packing every call), in each precision the CPU runs natively, and so is an A; a B outside the
+// range is not packed; releasing the range drops its packs.
 TEST(Matmul, ConstantOperandsArePackedOnceAndGiveTheSameBits) {
   if (!gemm::available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
   Rng rng(43);
@@ -187,15 +187,21 @@ TEST(Matmul, ConstantOperandsArePackedOnceAndGiveTheSameBits) {
     matmul<float>(false, true, M, N, K, x.data(), K, other.data(), K, 0.f, got_other.data(), N);
     EXPECT_EQ(constant_pack_bytes(), one) << "a B outside the range is not packed";
     EXPECT_EQ(0, std::memcmp(want_other.data(), got_other.data(), want_other.size() * sizeof(float)));
-    if (precision == Precision::bf16 && engine == Bf16Engine::onednn) {
-      // oneDNN's primitive keeps a constant A (Wᵀ·xᵀ: the gate's token-mixing weight's place) too.
-      std::vector<float> want_a(N * M), got_a(N * M);
+    // A constant A (W·xᵀ: the gate's token-mixing weight's place) is kept too, packed as an A by
+    // gmlp's products, as the same dense copy by oneDNN's primitive; in place, and transposed.
+    for (const bool trans_a : {false, true}) {
+      SCOPED_TRACE(trans_a ? "Wᵀ as A" : "W as A");
+      const int64_t rows = trans_a ? K : N, depth = trans_a ? N : K;  // op(A): rows × depth; W's stride K
+      const float* y = trans_a ? other.data() : x.data();             // M × depth, read transposed
+      std::vector<float> want_a(rows * M), got_a(rows * M);
       release_constant(W.data());
-      matmul<float>(false, true, N, M, K, W.data() + 16, K, x.data(), K, 0.f, want_a.data(), M);
+      matmul<float>(trans_a, true, rows, M, depth, W.data() + 16, K, y, depth, 0.f, want_a.data(), M);
       hold_constant(W.data(), W.data() + W.size());
-      matmul<float>(false, true, N, M, K, W.data() + 16, K, x.data(), K, 0.f, got_a.data(), M);
-      EXPECT_GT(constant_pack_bytes(), before) << "a copy of the constant A";
-      EXPECT_EQ(0, std::memcmp(want_a.data(), got_a.data(), want_a.size() * sizeof(float)));
+      for (int call = 0; call < 2; ++call) {
+        matmul<float>(trans_a, true, rows, M, depth, W.data() + 16, K, y, depth, 0.f, got_a.data(), M);
+        EXPECT_EQ(0, std::memcmp(want_a.data(), got_a.data(), want_a.size() * sizeof(float))) << "call " << call;
+      }
+      EXPECT_GT(constant_pack_bytes(), before) << "the product kept the constant A";
     }
     release_constant(W.data());
     EXPECT_EQ(constant_pack_bytes(), before);

@@ -301,7 +301,8 @@ struct Problem {
   float* C;
   int64_t ldc;
   const Epilogue* epilogue;
-  const PackedB* packed = nullptr;  // op(B) packed beforehand (b unused), or null
+  const Packed* packed_a = nullptr;  // op(A) packed beforehand (a unused), or null
+  const Packed* packed_b = nullptr;  // op(B) packed beforehand (b unused), or null
 };
 
 // C[i0, i1) × [j0, j1) on the calling thread.
@@ -330,20 +331,27 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
       const bool accumulate = p.accumulate || pc > 0;
       const Epilogue* last = pc + kc == p.K ? p.epilogue : nullptr;    // on the blocks of the last slice
       auto b_panel = [&](int64_t j) { return p.b.from(pc, jc + j); };  // columns [j, j + nr) of this slice of op(B)
-      auto a_rows = [&](int64_t i) { return p.a.from(i, pc); };
       // This slice of op(B), packed beforehand or here.
-      const Word* slice = p.packed ? static_cast<const Word*>(p.packed->slice(jc, pc)) : bp;
+      const Word* slice = p.packed_b ? static_cast<const Word*>(p.packed_b->slice(jc, pc)) : bp;
+      // Rows [i, i + rows) of this slice of op(A), packed here, or where a pack made beforehand
+      // holds them (i is a multiple of the tile's rows: the threads' shares and blocks are).
+      const Word* a_slice = p.packed_a ? static_cast<const Word*>(p.packed_a->slice(0, pc)) : nullptr;
+      auto a_block = [&](int64_t i, int64_t rows) -> const Word* {
+        if (a_slice) return a_slice + i * kw;
+        f.pack_a(ap, p.a.from(i, pc), rows, kc);
+        return ap;
+      };
       if (one_block) {
-        f.pack_a(ap, a_rows(i0), M, kc);
+        const Word* a = a_block(i0, M);
         // The epilogue runs on groups of panels whose part of C is still in L1: panel by panel,
         // its calls on rows of 16 columns cost more than the work they did.
         const int64_t group = std::max(nr, kEpilogueBytes / (M * int64_t(sizeof(float))) / nr * nr);
         int64_t done = 0;  // columns the epilogue has seen
         for (int64_t j = 0; j < nc; j += nr) {
           const int64_t cols = std::min(nr, nc - j);
-          if (!p.packed) f.pack_b(bp, b_panel(j), kc, cols);
-          const Word* panel = p.packed ? slice + j * kw : bp;
-          macro(f, M, cols, kc, ap, panel, p.C + i0 * p.ldc + jc + j, p.ldc, accumulate, 0, cols);
+          if (!p.packed_b) f.pack_b(bp, b_panel(j), kc, cols);
+          const Word* panel = p.packed_b ? slice + j * kw : bp;
+          macro(f, M, cols, kc, a, panel, p.C + i0 * p.ldc + jc + j, p.ldc, accumulate, 0, cols);
           if (last && (j + cols - done >= group || j + cols == nc)) {
             (*last)(i0, i1, jc + done, jc + j + cols);
             done = j + cols;
@@ -351,22 +359,22 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
         }
         continue;
       }
-      if (!p.packed)
+      if (!p.packed_b)
         for (int64_t j = 0; j < nc; j += nr) f.pack_b(bp + j * kw, b_panel(j), kc, std::min(nr, nc - j));
       bool direct = false;  // whether op(A) is read in place
       if constexpr (Format::kReadsInPlace)
-        direct = Format::direct(p.a, p.a.rs, p.K) && kw * round_up(nc, nr) * int64_t(sizeof(Word)) <= kDirectSliceBytes;
+        direct = !p.packed_a && Format::direct(p.a, p.a.rs, p.K) &&
+                 kw * round_up(nc, nr) * int64_t(sizeof(Word)) <= kDirectSliceBytes;
       for (int64_t ic = i0; ic < i1; ic += kMC) {
         const int64_t rows = std::min(kMC, i1 - ic);
         float* c = p.C + ic * p.ldc + jc;
         if constexpr (Format::kReadsInPlace)
           if (direct) {
-            macro_direct(f, rows, nc, kc, a_rows(ic), ap, slice, c, p.ldc, accumulate);
+            macro_direct(f, rows, nc, kc, p.a.from(ic, pc), ap, slice, c, p.ldc, accumulate);
             if (last) (*last)(ic, ic + rows, jc, jc + nc);
             continue;
           }
-        f.pack_a(ap, a_rows(ic), rows, kc);
-        macro(f, rows, nc, kc, ap, slice, c, p.ldc, accumulate, 0, nc);
+        macro(f, rows, nc, kc, a_block(ic, rows), slice, c, p.ldc, accumulate, 0, nc);
         if (last) (*last)(ic, ic + rows, jc, jc + nc);
       }
     }
@@ -384,7 +392,7 @@ std::pair<int64_t, int64_t> share(int64_t n, int64_t unit, int t, int threads) {
 template <class Format>
 void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
          Operand<float> B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue,
-         const PackedB* packed = nullptr) {
+         const Packed* packed_a = nullptr, const Packed* packed_b = nullptr) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // an empty sum
     if (!accumulate)
@@ -400,11 +408,13 @@ void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int6
                   C,
                   ldc,
                   epilogue,
-                  packed};
+                  packed_a,
+                  packed_b};
   if (threads == 1) return block(f, p, 0, M, 0, N);
   // Threads split the longer side of C, so that the operand each of them packs again is the
-  // smaller one; with B packed beforehand, the rows (the slices of B start at its first column).
-  const bool by_rows = M >= N || packed;
+  // smaller one; with an operand packed beforehand, that operand's side, so that neither packs
+  // what the other packs too (the slices of a packed B also start at its first column).
+  const bool by_rows = packed_b || (!packed_a && M >= N);
 #pragma omp parallel num_threads(threads)
   {
     const auto [lo, hi] =
@@ -461,36 +471,42 @@ void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Opera
   });
 }
 
-void PackedB::Free::operator()(void* p) const { std::free(p); }
+void Packed::Free::operator()(void* p) const { std::free(p); }
 
-PackedB::PackedB(bool bf16, bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb)
-    : bf16_(bf16),
+Packed::Packed(Side side, bool bf16, bool trans, int64_t rows, int64_t cols, const float* X, int64_t ld)
+    : side_(side),
+      bf16_(bf16),
       kernel_(bf16_kernel()),
-      K_(K),
-      N_(N),
+      rows_(rows),
+      cols_(cols),
       kc_(bf16 ? Bf16::kc : F32::kc),
-      slices_k_((K + kc_ - 1) / kc_) {
+      slices_k_((K() + kc_ - 1) / kc_) {
   static_assert(Bf16::kc == Amx::kc);
-  GMLP_CHECK(K > 0 && N > 0 && (bf16 ? bf16_available() : available()));
-  const View b{B, trans_b ? 1 : ldb, trans_b ? ldb : 1, false};
-  // Each slice as block() packs one: its panels nr apart, words(kc) × nr words each.
+  GMLP_CHECK(rows > 0 && cols > 0 && (bf16 ? bf16_available() : available()));
+  const View x{X, trans ? 1 : ld, trans ? ld : 1, false};
+  // Each slice as block() packs one: B's panels nr apart, words(kc) × nr words each; A's whole
+  // rows in panels of mr, words(kc) × mr words each. B's slices go across its columns too.
+  const int64_t K = this->K(), width = side == Side::b ? cols : 1;
   auto each_slice = [&](auto&& f, auto&& visit) {
-    for (int64_t jc = 0; jc < N; jc += kNC)
-      for (int64_t pc = 0; pc < K; pc += kc_) visit(f, jc, std::min(kNC, N - jc), pc, std::min(kc_, K - pc));
+    for (int64_t jc = 0; jc < width; jc += kNC)
+      for (int64_t pc = 0; pc < K; pc += kc_) visit(f, jc, std::min(kNC, width - jc), pc, std::min(kc_, K - pc));
   };
   auto pack = [&](const auto& f) {
-    using Word = typename std::decay_t<decltype(f)>::Word;
+    using Format = std::decay_t<decltype(f)>;
+    using Word = typename Format::Word;
     offsets_.assign(1, 0);
     each_slice(f, [&](const auto& f, int64_t, int64_t nc, int64_t, int64_t kc) {
-      offsets_.push_back(offsets_.back() + size_t(round_up(nc, f.nr()) * f.words(kc)) * sizeof(Word));
+      const int64_t panels = side == Side::b ? round_up(nc, f.nr()) : round_up(rows, Format::mr);
+      offsets_.push_back(offsets_.back() + size_t(panels * f.words(kc)) * sizeof(Word));
     });
     data_.reset(std::aligned_alloc(64, size_t(round_up(int64_t(offsets_.back()), 64))));
     if (!data_) throw std::bad_alloc();
     size_t s = 0;
     each_slice(f, [&](const auto& f, int64_t jc, int64_t nc, int64_t pc, int64_t kc) {
       Word* dst = reinterpret_cast<Word*>(static_cast<char*>(data_.get()) + offsets_[s++]);
+      if (side == Side::a) return f.pack_a(dst, x.from(0, pc), rows, kc);
       for (int64_t j = 0; j < nc; j += f.nr())
-        f.pack_b(dst + j * f.words(kc), b.from(pc, jc + j), kc, std::min(f.nr(), nc - j));
+        f.pack_b(dst + j * f.words(kc), x.from(pc, jc + j), kc, std::min(f.nr(), nc - j));
     });
   };
   if (bf16)
@@ -499,18 +515,35 @@ PackedB::PackedB(bool bf16, bool trans_b, int64_t K, int64_t N, const float* B, 
     pack(F32{isa()});
 }
 
-const void* PackedB::slice(int64_t jc, int64_t pc) const {
+const void* Packed::slice(int64_t jc, int64_t pc) const {
   return static_cast<const char*>(data_.get()) + offsets_[size_t(jc / kNC * slices_k_ + pc / kc_)];
 }
 
-void multiply(bool trans_a, int64_t M, Operand<float> A, int64_t lda, const PackedB& B, bool accumulate, float* C,
-              int64_t ldc, const Epilogue* epilogue) {
-  if (B.bf16())
-    with_bf16_format(B.kernel(), [&](const auto& f) {
-      run(f, trans_a, false, M, B.N(), B.K(), A, lda, nullptr, 0, accumulate, C, ldc, epilogue, &B);
-    });
+namespace {
+// f(format) for the format a pack was made in.
+template <class F>
+void with_format(const Packed& p, F&& f) {
+  if (p.bf16())
+    with_bf16_format(p.kernel(), f);
   else
-    run(F32{isa()}, trans_a, false, M, B.N(), B.K(), A, lda, nullptr, 0, accumulate, C, ldc, epilogue, &B);
+    f(F32{isa()});
+}
+}  // namespace
+
+void multiply(bool trans_a, int64_t M, Operand<float> A, int64_t lda, const Packed& B, bool accumulate, float* C,
+              int64_t ldc, const Epilogue* epilogue) {
+  GMLP_CHECK(B.side() == Side::b);
+  with_format(B, [&](const auto& f) {
+    run(f, trans_a, false, M, B.cols(), B.K(), A, lda, nullptr, 0, accumulate, C, ldc, epilogue, nullptr, &B);
+  });
+}
+
+void multiply(const Packed& A, bool trans_b, int64_t N, Operand<float> B, int64_t ldb, bool accumulate, float* C,
+              int64_t ldc, const Epilogue* epilogue) {
+  GMLP_CHECK(A.side() == Side::a);
+  with_format(A, [&](const auto& f) {
+    run(f, false, trans_b, A.rows(), N, A.K(), nullptr, 0, B, ldb, accumulate, C, ldc, epilogue, &A, nullptr);
+  });
 }
 
 }  // namespace gmlp::gemm

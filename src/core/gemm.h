@@ -85,36 +85,47 @@ void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Opera
 void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scale = nullptr, float* sum = nullptr);
 void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum = nullptr);
 
-// op(B) packed once, for products that multiply many A by the same B (a layer's weights in an
-// inference-only process): the panels sgemm or bf16gemm would pack again on every call, laid
-// out in the order they take them. Holds its own copy: B may change or go afterwards.
-class PackedB {
+// Which operand of a product a pack is.
+enum class Side { a, b };
+
+// One operand packed once, for products that multiply by the same matrix again and again (a
+// layer's weights in an inference-only process as B, the gate's token-mixing weight as A): the
+// panels sgemm or bf16gemm would pack on every call, laid out in the order they take them. Holds
+// its own copy: the matrix may change or go afterwards.
+class Packed {
  public:
+  // op(X), rows × cols (M × K as A, K × N as B), X stored transposed when trans, row stride ld.
   // bf16: packed for bf16gemm's format (rounded to bfloat16) of the kernel in use, else for sgemm's.
-  PackedB(bool bf16, bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb);
+  Packed(Side side, bool bf16, bool trans, int64_t rows, int64_t cols, const float* X, int64_t ld);
+  Side side() const { return side_; }
   bool bf16() const { return bf16_; }
   Bf16Kernel kernel() const { return kernel_; }  // bf16's kernel, whose format it is packed in
-  int64_t K() const { return K_; }
-  int64_t N() const { return N_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  int64_t K() const { return side_ == Side::a ? cols_ : rows_; }
   size_t bytes() const { return offsets_.back(); }
-  // The packed slice of columns [jc, jc + NC) and depths [pc, pc + KC) (jc, pc multiples of the
-  // blocking's NC and KC).
+  // The packed slice of depths [pc, pc + KC): as B, of columns [jc, jc + NC); as A, all its rows
+  // (jc 0). jc and pc are multiples of the blocking's NC and KC.
   const void* slice(int64_t jc, int64_t pc) const;
 
  private:
   struct Free {
     void operator()(void* p) const;
   };
+  Side side_;
   bool bf16_;
   Bf16Kernel kernel_;
-  int64_t K_, N_, kc_, slices_k_;
+  int64_t rows_, cols_, kc_, slices_k_;
   std::vector<size_t> offsets_;  // bytes, one a slice and the end
   std::unique_ptr<void, Free> data_;
 };
 
-// C = op(A)·B (+ C) with B packed beforehand: sgemm's or bf16gemm's product, by B's format, the
-// same bits as theirs on the B it was packed from. Threads split the rows of C.
-void multiply(bool trans_a, int64_t M, Operand<float> A, int64_t lda, const PackedB& B, bool accumulate, float* C,
+// C = op(A)·B (+ C) with B packed beforehand, or C = A·op(B) (+ C) with A packed beforehand:
+// sgemm's or bf16gemm's product, by the pack's format, the same bits as theirs on the matrix it
+// was packed from.
+void multiply(bool trans_a, int64_t M, Operand<float> A, int64_t lda, const Packed& B, bool accumulate, float* C,
+              int64_t ldc, const Epilogue* epilogue = nullptr);
+void multiply(const Packed& A, bool trans_b, int64_t N, Operand<float> B, int64_t ldb, bool accumulate, float* C,
               int64_t ldc, const Epilogue* epilogue = nullptr);
 
 }  // namespace gmlp::gemm

@@ -295,12 +295,13 @@ void matmul_split_k(Product product, bool trans_a, int64_t M, int64_t N, int64_t
   }
 }
 
-// How an operand held constant is kept: a B packed for gmlp's own product (in its f32 or bf16
-// format), or either operand rounded once into the dense bf16 copy oneDNN's primitive reads (what
-// the product would otherwise round into scratch on every call: the same copy, so the same bits).
+// How an operand held constant is kept: packed for gmlp's own product (in its f32 or bf16 format)
+// as the A or the B it is, or rounded once into the dense bf16 copy oneDNN's primitive reads
+// (what the product would otherwise round into scratch on every call: the same copy, so the same
+// bits).
 enum class Form { f32_pack, bf16_pack, bf16_dense };
 struct Kept {
-  std::unique_ptr<gemm::PackedB> pack;
+  std::unique_ptr<gemm::Packed> pack;
   std::vector<uint16_t> dense;
   size_t bytes() const { return pack ? pack->bytes() : dense.size() * sizeof(uint16_t); }
 };
@@ -311,10 +312,11 @@ struct Kept {
 struct Constants {
   struct Key {
     const float* x;
+    gemm::Side side;
     bool trans;
     Form form;
     int64_t r, c, ld;
-    auto tie() const { return std::tie(x, trans, form, r, c, ld); }
+    auto tie() const { return std::tie(x, side, trans, form, r, c, ld); }
     bool operator<(const Key& o) const { return tie() < o.tie(); }
   };
   std::mutex mutex;
@@ -328,10 +330,10 @@ Constants& constants() {
   return c;
 }
 
-// The kept form of an operand op(X) (r × c, X stored c × r when trans, row stride ld), made on
-// first use, where X lies in a constant range; else null. Packs are of B operands; a dense copy is
-// just the stored matrix rounded, for either operand.
-const Kept* constant_form(Form form, bool trans, int64_t r, int64_t c, const float* X, int64_t ld) {
+// The kept form of the operand op(X) on `side` (r × c, X stored c × r when trans, row stride ld),
+// made on first use, where X lies in a constant range; else null. A dense copy is just the stored
+// matrix rounded, the same for either side.
+const Kept* constant_form(Form form, gemm::Side side, bool trans, int64_t r, int64_t c, const float* X, int64_t ld) {
   Constants& cs = constants();
   if (cs.held.load(std::memory_order_acquire) == 0) return nullptr;
   std::lock_guard<std::mutex> lock(cs.mutex);
@@ -341,14 +343,15 @@ const Kept* constant_form(Form form, bool trans, int64_t r, int64_t c, const flo
   // One past op(X)'s last element.
   const float* last = trans ? X + (c - 1) * ld + r : X + (r - 1) * ld + c;
   if (last > range->second) return nullptr;
-  Kept& k = cs.kept[Constants::Key{X, trans, form, r, c, ld}];
+  if (form == Form::bf16_dense) side = gemm::Side::a;  // one copy serves both
+  Kept& k = cs.kept[Constants::Key{X, side, trans, form, r, c, ld}];
   if (k.pack || !k.dense.empty()) return &k;
   if (form == Form::bf16_dense) {
     const int64_t rows = trans ? c : r, cols = trans ? r : c;  // as stored
     k.dense.resize(size_t(rows * cols));
     to_bf16(k.dense.data(), X, rows, cols, ld);
   } else {
-    k.pack = std::make_unique<gemm::PackedB>(form == Form::bf16_pack, trans, r, c, X, ld);
+    k.pack = std::make_unique<gemm::Packed>(side, form == Form::bf16_pack, trans, r, c, X, ld);
   }
   return &k;
 }
@@ -367,7 +370,8 @@ void onednn_bf16_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64
     if (X.is_bf16()) return X.address();
     const int64_t rows = trans ? c : r, cols = trans ? r : c, from = ld;  // as stored
     ld = cols;
-    if (const Kept* k = constant_form(Form::bf16_dense, trans, r, c, X.data(), from)) return k->dense.data();
+    if (const Kept* k = constant_form(Form::bf16_dense, gemm::Side::a, trans, r, c, X.data(), from))
+      return k->dense.data();
     if (scratch.size() < size_t(rows * cols)) scratch.resize(size_t(rows * cols));
     to_bf16(scratch.data(), X.data(), rows, cols, from);
     return scratch.data();
@@ -423,11 +427,16 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   // weight gradients split their long sum across the threads (matmul_split_k).
   const bool bf16 = g_precision == Precision::bf16 || A.is_bf16() || B.is_bf16();
   const Product product = !bf16 ? f32_product : own_bf16() ? gemm::bf16gemm : onednn_bf16_product;
-  // A B held constant, packed once for gmlp's own products (oneDNN's keeps its dense copy).
+  // An operand held constant, packed once for gmlp's own products (oneDNN's keeps its dense copy):
+  // a layer's weights as B, the gate's token-mixing weight as A.
   const bool own = bf16 ? product == gemm::bf16gemm : gemm::available();  // f32 without gemm is oneDNN's sgemm
+  const Form pack = bf16 ? Form::bf16_pack : Form::f32_pack;
   if (own && !B.is_bf16())
-    if (const Kept* k = constant_form(bf16 ? Form::bf16_pack : Form::f32_pack, trans_b, K, N, B.data(), ldb))
+    if (const Kept* k = constant_form(pack, gemm::Side::b, trans_b, K, N, B.data(), ldb))
       return gemm::multiply(trans_a, M, A, lda, *k->pack, beta != 0.f, C, ldc, epilogue);
+  if (own && !A.is_bf16())
+    if (const Kept* k = constant_form(pack, gemm::Side::a, trans_a, M, K, A.data(), lda))
+      return gemm::multiply(*k->pack, trans_b, N, B, ldb, beta != 0.f, C, ldc, epilogue);
   // A·Bᵀ's chunks are copied as floats.
   if (!split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()) || (!trans_a && (A.is_bf16() || B.is_bf16())))
     return product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);

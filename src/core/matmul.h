@@ -68,11 +68,12 @@ void store_bf16(T* dst, const T* src, int64_t n) {
 }
 
 // Weights that stay as they are from now on (ParamModel::freeze: an inference-only model's). A
-// product whose B lies in [begin, end) packs B the first time it meets it, keeps the pack and
-// reuses it on every later call, until release_constant(begin): gmlp's own products (f32, and bf16
-// on AVX512-BF16 or AMX) in their packed format (gemm::PackedB), oneDNN's bf16 primitive as the
-// dense bf16 copy it would otherwise round into on every call, and that of an A there too (the
-// gate's token-mixing weight). The same bits either way. Thread-safe.
+// product whose B, or else whose A, lies in [begin, end) packs that operand the first time it
+// meets it, keeps the pack and reuses it on every later call, until release_constant(begin):
+// gmlp's own products (f32, and bf16 on AVX512-BF16 or AMX) in their packed format (gemm::Packed:
+// a layer's weights as B, the gate's token-mixing weight as A), oneDNN's bf16 primitive as the
+// dense bf16 copy it would otherwise round into on every call. The same bits either way.
+// Thread-safe.
 void hold_constant(const float* begin, const float* end);
 void release_constant(const float* begin);
 // Bytes of the packs kept now.
