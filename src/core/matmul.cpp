@@ -246,13 +246,18 @@ void matmul_split_k(Product product, bool trans_a, int64_t M, int64_t N, int64_t
   const int threads = omp_get_max_threads();
   std::vector<float>& sums = engine().scratch_sums;
   if (sums.size() < size_t(threads * M * N)) sums.resize(size_t(threads * M * N));
+  // The team the runtime gives, which may be smaller than asked for (OMP_DYNAMIC): the rows are
+  // cut, and the sums added, by its size.
+  int team = threads;
 #pragma omp parallel num_threads(threads)
   {
-    const int t = omp_get_thread_num();
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#pragma omp single nowait
+    team = nt;
     float* sum = sums.data() + int64_t(t) * M * N;
     bool summed = false;  // the first chunk a thread takes overwrites its sum
     if (trans_a) {        // C = Aᵀ·B: this thread's block of rows of both, in place
-      const int64_t k0 = K * t / threads, k1 = K * (t + 1) / threads;
+      const int64_t k0 = K * t / nt, k1 = K * (t + 1) / nt;
       if (k0 < k1) {
         product(true, false, M, N, k1 - k0, from_row(A, k0, lda), lda, from_row(B, k0, ldb), ldb, false, sum, N,
                 nullptr);
@@ -287,7 +292,7 @@ void matmul_split_k(Product product, bool trans_a, int64_t M, int64_t N, int64_t
 #pragma omp simd
       for (int64_t j = 0; j < N; ++j) c[j] += s[j];
     }
-    for (int t = 1; t < threads; ++t) {
+    for (int t = 1; t < team; ++t) {
       const float* __restrict st = s + int64_t(t) * M * N;
 #pragma omp simd
       for (int64_t j = 0; j < N; ++j) c[j] += st[j];

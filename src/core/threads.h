@@ -15,7 +15,9 @@ int available_cpus();
 inline constexpr int kMaxThreads = 1024;
 
 // n <= 0 picks the default: available_cpus(). n > kMaxThreads throws gmlp::Error. Counts above
-// available_cpus() are allowed here (tests compare 1 and 2 threads on any machine).
+// available_cpus() are allowed here (tests compare 1 and 2 threads on any machine). It also turns
+// off the runtime's dynamic adjustment (OMP_DYNAMIC), so that every team has the n threads
+// asked for and the bits follow n alone.
 void set_threads(int n);
 int num_threads();
 
