@@ -496,8 +496,9 @@ Packed::Packed(Side side, bool bf16, bool trans, int64_t rows, int64_t cols, con
     using Word = typename Format::Word;
     offsets_.assign(1, 0);
     each_slice(f, [&](const auto& f, int64_t, int64_t nc, int64_t, int64_t kc) {
-      const int64_t panels = side == Side::b ? round_up(nc, f.nr()) : round_up(rows, Format::mr);
-      offsets_.push_back(offsets_.back() + size_t(panels * f.words(kc)) * sizeof(Word));
+      // B's columns, or A's rows, padded to whole panels.
+      const int64_t padded = side == Side::b ? round_up(nc, f.nr()) : round_up(rows, Format::mr);
+      offsets_.push_back(offsets_.back() + size_t(padded * f.words(kc)) * sizeof(Word));
     });
     data_.reset(std::aligned_alloc(64, size_t(round_up(int64_t(offsets_.back()), 64))));
     if (!data_) throw std::bad_alloc();
