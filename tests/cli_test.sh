@@ -291,6 +291,20 @@ for k in ('train', 'infer', 'infer1'):
     assert v[k + '_images_per_s'] > 0 and 0 < lo <= v[k + '_ratio'] <= hi, v" &&
   ok "bench --versus times both precisions and their ratio" || bad "bench --versus"
 
+# bench/ab.py: two builds in turns (here one build twice), a line a round with both rates and
+# their ratio, then each ratio's median and range; a bad --rounds is a usage error.
+AB="$(dirname "$0")/../bench/ab.py"
+if python3 "$AB" --base "$GMLP" --new "$GMLP" --preset fmnist-ti --batch-size 8 --mode infer --rounds 2 --reps 1 \
+     --warmup 0 >"$WORK/ab.txt" 2>&1 &&
+   grep -qE "^round 2: inference [0-9,.]+ -> [0-9,.]+ images/s \([0-9.]+x\) \| inference b=1 " "$WORK/ab.txt" &&
+   grep -qE "^  inference b=1 +[0-9.]+x \[[0-9.]+-[0-9.]+\]$" "$WORK/ab.txt" && ! grep -q "train step" "$WORK/ab.txt"; then
+  ok "bench/ab.py times two builds in turns"
+else
+  bad "bench/ab.py: $(tail -c 300 "$WORK/ab.txt")"
+fi
+expect_error "bench/ab.py --rounds 0" 2 "--rounds: expected at least 1, found 0" -- \
+  python3 "$AB" --base "$GMLP" --new "$GMLP" --rounds 0
+
 # info on a checkpoint: its classes on one wrapped line, and what its run recorded.
 if "$GMLP" info --checkpoint "$CK" >"$WORK/info.txt" &&
    grep -q "^classes          10: T-shirt/top, Trouser, Pullover, Dress, Coat, Sandal, Shirt, Sneaker, Bag,$" "$WORK/info.txt" &&
