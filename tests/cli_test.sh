@@ -349,6 +349,18 @@ expect_error "--threads above the CPUs this process may use" 2 "--threads: expec
 # count must still be the process's CPUs, not that one.
 expect_error "--threads counts the process's CPUs under OMP_PROC_BIND" 2 "--threads: expected a whole number in 0..$(nproc), found '100000'" -- \
   env OMP_PROC_BIND=close "$GMLP" eval --checkpoint "$CK" --threads 100000
+# Under a CPU quota of one CPU's time (a container's --cpus 1; made here with a cgroup where the
+# machine lets root make one), "all of them" is one: the count names it.
+QUOTA=/sys/fs/cgroup/cpu/gmlp_cli_test_$$
+if [ "$(nproc)" -gt 1 ] && mkdir "$QUOTA" 2>/dev/null; then
+  if echo 100000 >"$QUOTA/cpu.cfs_quota_us" && echo 100000 >"$QUOTA/cpu.cfs_period_us"; then
+    expect_error "--threads counts a CPU quota's CPUs" 2 "--threads: expected a whole number in 0..1, found '100000'" -- \
+      bash -c 'echo $$ >"$1/cgroup.procs" && exec "$2" eval --checkpoint "$3" --threads 100000' _ "$QUOTA" "$GMLP" "$CK"
+  fi
+  rmdir "$QUOTA"
+else
+  echo "skip  --threads under a CPU quota (no writable cgroup v1 cpu controller here)"
+fi
 expect_error "--threads -2" 2 "--threads: expected a whole number in 0..[0-9]+, found '-2'" -- "$GMLP" train --threads -2 --out "$WORK/v"
 expect_error "predict --top -5" 2 "--top: expected a whole number >= 1, found '-5'" -- "$GMLP" predict --checkpoint "$CK" --top -5 "$WORK/boot.png"
 expect_error "fill-mask --top 0" 2 "--top: expected a whole number >= 1, found '0'" -- "$GMLP" fill-mask --checkpoint "$CK" --top 0 "[MASK]"

@@ -6,7 +6,8 @@
 
 namespace gmlp {
 
-// The CPUs this process may run on as it started (taskset and container limits shrink it).
+// The CPUs this process may run on as it started (taskset and cpusets shrink it), or the CPUs'
+// worth of time a CPU quota grants its cgroup (a container's --cpus), rounded up, if fewer.
 // The command line's --threads takes 0..available_cpus().
 int available_cpus();
 
