@@ -421,7 +421,8 @@ double g_peak[3][3] = {};
 
 // The matrix products under the ops, at the products of the gMLP block's linear layers (fc1 and
 // fc2: forward y = x·Wᵀ, input gradient dx = dy·W, weight gradient dW = dyᵀ·x) and of the gating
-// unit's per-image token projection (N×N by N×H), by each engine: oneDNN's sgemm and gmlp's own
+// unit's per-image token projection (forward g = W·v̂, N×N by N×H; its weight gradient dW = dg·v̂ᵀ,
+// summed over H; its input gradient dv̂ = Wᵀ·dg), by each engine: oneDNN's sgemm and gmlp's own
 // in f32 (core/gemm.h, as the layers call it through core/matmul.h: a weight gradient's long sum
 // split across the threads); in bf16 gmlp's own product (core/gemm.h: AMX's tiles where the CPU
 // has them, AVX512-BF16 elsewhere) and oneDNN's matmul primitive (likewise; the operands rounded
@@ -438,10 +439,11 @@ void register_matmul(const Shape& s) {
     int64_t M, N, K;
   };
   const int64_t M = s.M(), D = s.D, F = s.F, N = s.N, H = s.F / 2;
-  const Product products[] = {{"fc1_fwd", false, true, M, F, D},   {"fc1_dx", false, false, M, D, F},
-                              {"fc1_dw", true, false, F, D, M},    {"fc2_fwd", false, true, M, D, H},
-                              {"fc2_dx", false, false, M, H, D},   {"fc2_dw", true, false, D, H, M},
-                              {"sgu_image", false, false, N, H, N}};
+  const Product products[] = {{"fc1_fwd", false, true, M, F, D},     {"fc1_dx", false, false, M, D, F},
+                              {"fc1_dw", true, false, F, D, M},      {"fc2_fwd", false, true, M, D, H},
+                              {"fc2_dx", false, false, M, H, D},     {"fc2_dw", true, false, D, H, M},
+                              {"sgu_image", false, false, N, H, N},  {"sgu_image_dw", false, true, N, N, H},
+                              {"sgu_image_dx", true, false, N, H, N}};
   enum Engine { onednn, gemm, bf16, bf16_stored, onednn_bf16 };
   for (const Product& p : products)
     for (const Engine engine : {onednn, gemm, bf16, bf16_stored, onednn_bf16}) {

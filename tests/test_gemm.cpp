@@ -226,6 +226,42 @@ TEST_P(Gemm, PackedOperandGivesTheBitsOfPackingOnEveryCall) {
     }
 }
 
+// A row of C does not depend on the rows around it: any run of rows, multiplied on its own, gives
+// the bits those rows have in the whole product. A row lands in a whole tile or in a last tile of
+// a few rows, in one block or among several, its tile of A read in place or packed, by where the
+// run starts and how long it is; an image's rows in a batch give the bits they give alone.
+TEST_P(Gemm, RowsGiveTheBitsOfTheWholeProductWhereverTheyFall) {
+  const Format f = GetParam();
+  const int threads = omp_get_max_threads();
+  uint64_t seed = 400;
+  for (Case c : {Case{false, false, false, 300, 70, 300}, Case{false, true, true, 250, 49, 256},
+                 Case{true, false, true, 230, 33, 49}, Case{false, true, false, 120, 100, 600}}) {
+    const Operands o = make(c, seed++);
+    const std::vector<float> whole = run(f, c, o);
+    for (const auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 1},
+                                {5, 6},
+                                {0, 49},
+                                {49, 98},
+                                {13, 114},
+                                {7, 108},
+                                {1, int64_t(c.M)},
+                                {int64_t(c.M) - 2, int64_t(c.M)}})
+      for (const int t : {1, 2}) {
+        SCOPED_TRACE(testing::Message() << "rows [" << r0 << ", " << r1 << ") of " << c.M << "x" << c.N << "x" << c.K
+                                        << " ta " << c.ta << " tb " << c.tb << " on " << t << " threads");
+        const float* A = o.A.data() + (c.ta ? r0 : r0 * o.lda);  // op(A)'s row r0
+        std::vector<float> C(o.C.begin() + r0 * o.ldc, o.C.begin() + r1 * o.ldc);
+        omp_set_num_threads(t);
+        if (f == Format::f32)
+          gemm::sgemm(c.ta, c.tb, r1 - r0, c.N, c.K, A, o.lda, o.B.data(), o.ldb, c.accumulate, C.data(), o.ldc);
+        else
+          gemm::bf16gemm(c.ta, c.tb, r1 - r0, c.N, c.K, A, o.lda, o.B.data(), o.ldb, c.accumulate, C.data(), o.ldc);
+        omp_set_num_threads(threads);
+        ASSERT_EQ(0, std::memcmp(whole.data() + r0 * o.ldc, C.data(), C.size() * sizeof(float)));
+      }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, Gemm, ::testing::Values(Format::f32, Format::bf16, Format::amx), name);
 
 // round_to_bf16 rounds as float_to_bf16 does (to nearest, ties to even) on normal numbers, infinities

@@ -107,15 +107,16 @@ void pack_a(float* dst, View a, int64_t rows, int64_t kc) {
     }
     t = full, dst += full * kc;
   }
+  const float* x = a.f();
   for (; t < rows; t += kMR, dst += kMR * kc) {
     const int64_t n = std::min<int64_t>(kMR, rows - t);
-    if (n == kMR && a.cs == 1) {  // rows contiguous along k
-      pack_a_rows_avx2(dst, a.f() + t * a.rs, a.rs, kc);
+    if (a.cs == 1) {  // rows contiguous along k
+      pack_a_rows_avx2(dst, x + t * a.rs, a.rs, kc, int(n));
       continue;
     }
     for (int64_t k = 0; k < kc; ++k) {
       float* d = dst + k * kMR;
-      for (int64_t i = 0; i < n; ++i) d[i] = a.at(t + i, k);
+      for (int64_t i = 0; i < n; ++i) d[i] = x[(t + i) * a.rs + k * a.cs];
       for (int64_t i = n; i < kMR; ++i) d[i] = 0.f;
     }
   }
@@ -123,16 +124,20 @@ void pack_a(float* dst, View a, int64_t rows, int64_t kc) {
 
 // Depth [0, kc) × columns [0, cols) of op(B), cols ≤ NR, as one panel b[k·NR + j], zero beyond.
 void pack_b(float* dst, View b, int64_t kc, int64_t cols, int64_t nr) {
-  if (b.rs == 1 && cols == nr) return pack_b_transposed_avx2(dst, b.f(), b.cs, kc, nr);  // columns along k
+  const float* x = b.f();
+  if (b.rs == 1) return pack_b_transposed_avx2(dst, x, b.cs, kc, nr, cols);  // columns along k
   for (int64_t k = 0; k < kc; ++k) {
     float* d = dst + k * nr;
+    const float* src = x + k * b.rs;
     if (b.cs == 1 && cols == nr) {  // nr (16 or 32) floats, in copies of a size known here, so inlined
-      const float* src = b.f() + k * b.rs;
       for (int64_t j = 0; j < nr; j += 16) std::memcpy(d + j, src + j, 16 * sizeof(float));
       continue;
     }
-    for (int64_t j = 0; j < cols; ++j) d[j] = b.at(k, j);
-    for (int64_t j = cols; j < nr; ++j) d[j] = 0.f;
+    if (b.cs == 1)
+      std::memcpy(d, src, size_t(cols) * sizeof(float));
+    else
+      for (int64_t j = 0; j < cols; ++j) d[j] = src[j * b.cs];
+    std::fill(d + cols, d + nr, 0.f);
   }
 }
 

@@ -21,25 +21,25 @@ static_assert(2 * Avx2::width == kNRAvx2);
 
 }  // namespace
 
-void pack_b_transposed_avx2(float* dst, const float* src, int64_t ld, int64_t kc, int64_t nr) {
+void pack_b_transposed_avx2(float* dst, const float* src, int64_t ld, int64_t kc, int64_t nr, int64_t cols) {
   int64_t k = 0;
   for (; k + 8 <= kc; k += 8)
     for (int64_t j = 0; j < nr; j += 8) {
       __m256 r[8];
-      for (int q = 0; q < 8; ++q) r[q] = _mm256_loadu_ps(src + (j + q) * ld + k);
+      for (int q = 0; q < 8; ++q) r[q] = j + q < cols ? _mm256_loadu_ps(src + (j + q) * ld + k) : _mm256_setzero_ps();
       transpose8(r);
       for (int q = 0; q < 8; ++q) _mm256_storeu_ps(dst + (k + q) * nr + j, r[q]);
     }
   for (; k < kc; ++k)
-    for (int64_t j = 0; j < nr; ++j) dst[k * nr + j] = src[j * ld + k];
+    for (int64_t j = 0; j < nr; ++j) dst[k * nr + j] = j < cols ? src[j * ld + k] : 0.f;
 }
 
-void pack_a_rows_avx2(float* dst, const float* src, int64_t ld, int64_t kc) {
+void pack_a_rows_avx2(float* dst, const float* src, int64_t ld, int64_t kc, int rows) {
   static_assert(kMR == 6);
   int64_t k = 0;
   for (; k + 8 <= kc; k += 8) {
     __m256 r[8];
-    for (int i = 0; i < kMR; ++i) r[i] = _mm256_loadu_ps(src + i * ld + k);
+    for (int i = 0; i < kMR; ++i) r[i] = i < rows ? _mm256_loadu_ps(src + i * ld + k) : _mm256_setzero_ps();
     r[6] = r[7] = _mm256_setzero_ps();
     transpose8(r);
     for (int q = 0; q < 8; ++q) {  // the first six lanes of each
@@ -49,7 +49,7 @@ void pack_a_rows_avx2(float* dst, const float* src, int64_t ld, int64_t kc) {
     }
   }
   for (; k < kc; ++k)
-    for (int i = 0; i < kMR; ++i) dst[k * kMR + i] = src[i * ld + k];
+    for (int i = 0; i < kMR; ++i) dst[k * kMR + i] = i < rows ? src[i * ld + k] : 0.f;
 }
 
 void tile_rows_avx2(int rows, int64_t kc, const float* a, const float* b, float* c, int64_t ldc) {

@@ -62,10 +62,10 @@ inline void tile_rows(int rows, int64_t kc, const float* a, const float* b, floa
 
 // Packing a panel from a matrix stored the other way round, by 8 × 8 transposes in registers
 // (gemm_avx2.cpp; used on AVX-512 CPUs too, which all have AVX2).
-// B: dst[k·nr + j] = src[j·ld + k] for k < kc, j < nr (a multiple of 8).
-void pack_b_transposed_avx2(float* dst, const float* src, int64_t ld, int64_t kc, int64_t nr);
-// A: dst[k·MR + i] = src[i·ld + k] for i < MR, k < kc.
-void pack_a_rows_avx2(float* dst, const float* src, int64_t ld, int64_t kc);
+// B: dst[k·nr + j] = src[j·ld + k] for k < kc, j < cols, and 0 for cols ≤ j < nr (a multiple of 8).
+void pack_b_transposed_avx2(float* dst, const float* src, int64_t ld, int64_t kc, int64_t nr, int64_t cols);
+// A: dst[k·MR + i] = src[i·ld + k] for i < rows, and 0 for rows ≤ i < MR, k < kc.
+void pack_a_rows_avx2(float* dst, const float* src, int64_t ld, int64_t kc, int rows);
 
 // The kernels of gemm_avx2.cpp and gemm_avx512.cpp, and their tile widths NR.
 void tile_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
