@@ -320,6 +320,29 @@ TEST(FastVsRef, LinearWithFusedGeluIsTheUnfusedLayerBitForBit) {
   }
 }
 
+// A residual summed by the product (a branch's last layer, y = x_in + (h·Wᵀ + b)) is the layer
+// followed by residual_forward, bit for bit, on 1 and 2 threads, with and without a bias, at a
+// shape that crosses the product's K block and is no multiple of its tiles.
+TEST(FastVsRef, LinearAddingTheResidualIsTheLayerThenTheResidualBitForBit) {
+  const int64_t N = 7, B = 43, M = N * B, in = 300, out = 133;
+  Rng rng(12);
+  auto h = randn<float>(M * in, rng), W = randn<float>(out * in, rng, 0.1), b = randn<float>(out, rng);
+  auto x_in = randn<float>(M * out, rng);
+  const int threads = omp_get_max_threads();
+  for (const float* bias : std::initializer_list<const float*>{b.data(), nullptr})
+    for (const int t : {1, 2}) {
+      omp_set_num_threads(t);
+      std::vector<float> y(M * out), want(M * out), got(M * out);
+      linear_forward(y.data(), h.data(), W.data(), bias, M, in, out);
+      residual_forward(want.data(), x_in.data(), y.data(), static_cast<const float*>(nullptr), N, B, out);
+      linear_forward(got.data(), h.data(), W.data(), bias, M, in, out, Activation::none, static_cast<float*>(nullptr),
+                     false, x_in.data());
+      omp_set_num_threads(threads);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+          << t << " threads, " << (bias ? "with" : "without") << " bias";
+    }
+}
+
 // In bf16 precision a layer keeps GELU's slope as bfloat16: the forward stores the float slope
 // rounded to nearest even, with y unchanged, and every backward that reads it (the fused epilogue,
 // the pass with the bias gradient, and the one storing its result as bf16) gives the bits that

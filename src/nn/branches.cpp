@@ -52,8 +52,13 @@ struct LinearParams {
   // derivative there (linear_forward).
   template <class T>
   void forward(T* y, OperandOf<T> x, const T* wt, int64_t M, Activation act = Activation::none, T* slope = nullptr,
-               bool slope_bf16 = false) const {
-    linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out, act, slope, slope_bf16);
+               bool slope_bf16 = false, const T* add = nullptr) const {
+    linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out, act, slope, slope_bf16, add);
+  }
+  // y = add + (x·Wᵀ + b), the residual summed by the product (linear_forward).
+  template <class T>
+  void forward_adding(T* y, OperandOf<T> x, const T* wt, int64_t M, const T* add) const {
+    forward(y, x, wt, M, Activation::none, static_cast<T*>(nullptr), false, add);
   }
   std::string emit(OnnxBuilder& g, const std::string& x) const { return g.linear(x, w, b); }
   // dx (nullptr: not wanted) overwritten, or with Write::accumulate added to. With act, x is
@@ -90,7 +95,8 @@ class ChannelMlp final : public Branch<T> {
     if (a.training()) a.temp(&da_, M * F_);
   }
   bool multiplies_xn_only() const override { return true; }
-  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) override {
+  bool adds_residual() const override { return true; }
+  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B, const T* add) override {
     const int64_t M = d_.N * B;
     slope_bf16_ = gelu_slope_bf16<T>();
     {
@@ -98,8 +104,8 @@ class ChannelMlp final : public Branch<T> {
       fc1_.forward(a_, xn, w, M, Activation::gelu, z_, slope_bf16_);
     }
     {
-      GMLP_PROFILE("fwd.fc2");
-      fc2_.forward(y, a_, w, M);
+      GMLP_PROFILE("fwd.fc2");  // and the residual's sum
+      fc2_.forward_adding(y, a_, w, M, add);
     }
   }
   void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
@@ -161,8 +167,9 @@ class TokenMlp final : public Branch<T> {
   // The batch as one (N × B·D) matrix: Z = W1·X + b1, Y = W2·GELU(Z) + b2.
   // Without its own norm over the tokens, xn is fc1's operand only.
   bool multiplies_xn_only() const override { return norm_w_ < 0; }
-  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) override {
+  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B, const T* add) override {
     GMLP_PROFILE("fwd.token_mlp");
+    GMLP_CHECK(add == nullptr);
     const int64_t N = d_.N, BD = B * d_.D;
     Operand<T> x = xn;
     if (norm_w_ >= 0) {
@@ -217,8 +224,9 @@ class TokenLinear final : public Branch<T> {
   void init(T* w, Rng& rng) const override { lin_.init(w, InitStyle::mixer, rng); }
   void lay_out(Arena<T>&, int64_t) override {}
   bool multiplies_xn_only() const override { return true; }
-  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) override {
+  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B, const T* add) override {
     GMLP_PROFILE("fwd.token_linear");
+    GMLP_CHECK(add == nullptr);
     const int64_t N = d_.N, BD = B * d_.D;
     matmul<T>(false, false, N, BD, N, w + lin_.w, N, xn, BD, T(0), y, BD);
     row_bias_forward(y, w + lin_.b, N, BD);
@@ -295,7 +303,8 @@ class GatingMlp final : public Branch<T> {
         a.temp(p, n);
   }
   bool multiplies_xn_only() const override { return true; }  // fc1's and aMLP's qkv's operand
-  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) override {
+  bool adds_residual() const override { return true; }
+  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B, const T* add) override {
     const int64_t M = d_.N * B;
     // In bf16 precision GELU's slope and the gate's saved g are rounded to bf16 (SguBf16); the
     // gate's output and backward's dz are stored as bf16 as well: only products read them
@@ -319,8 +328,8 @@ class GatingMlp final : public Branch<T> {
                   A_ > 0 ? r_ : nullptr, gate_bf16());
     }
     {
-      GMLP_PROFILE("fwd.fc2");
-      fc2_.forward(y, stored(s_, stored_), w, M);
+      GMLP_PROFILE("fwd.fc2");  // and the residual's sum
+      fc2_.forward_adding(y, stored(s_, stored_), w, M, add);
     }
   }
   void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
@@ -431,13 +440,14 @@ class SelfAttention final : public Branch<T> {
     a.temp(&scratch_, B * heads_ * d_.N * d_.N);
   }
   bool multiplies_xn_only() const override { return true; }
-  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) override {
+  bool adds_residual() const override { return true; }
+  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B, const T* add) override {
     GMLP_PROFILE("fwd.attention");
     const int64_t M = d_.N * B;
     qkv_.forward(qkv_buf_, xn, w, M);
     attention_forward(o_, probs_, qkv_buf_, shape(B), score_bias_ ? score_bias_->bias : nullptr,
                       score_bias_ ? score_bias_->key_bias : nullptr);
-    proj_.forward(y, o_, w, M);
+    proj_.forward_adding(y, o_, w, M, add);
   }
   void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.attention");
@@ -503,7 +513,8 @@ class ExternalAttention final : public Branch<T> {
     a.temp(&dq_, M * d_.D);
   }
   bool multiplies_xn_only() const override { return true; }
-  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) override {
+  bool adds_residual() const override { return true; }
+  void forward(T* y, OperandOf<T> xn, const T* w, int64_t B, const T* add) override {
     GMLP_PROFILE("fwd.external_attention");
     const int64_t M = d_.N * B, R = M * heads_, cols = B * heads_ * memory_;
     query_.forward(q_, xn, w, M);
@@ -513,7 +524,7 @@ class ExternalAttention final : public Branch<T> {
     column_softmax_forward(p_, p_, d_.N, cols);
     sum_normalize_forward(r_, psum_, p_, R, memory_);
     mv_.forward(o_, r_, w, R);  // (R, memory) → (R, dh) = (M, D)
-    proj_.forward(y, o_, w, M);
+    proj_.forward_adding(y, o_, w, M, add);
   }
   void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.external_attention");

@@ -47,9 +47,10 @@ void Residual<T>::lay_out(Arena<T>& a, int64_t B) {
   const int64_t M = N_ * B;
   if (spec_.norm != NormKind::none) a.keep(&xn_, M * D_);
   if (spec_.norm == NormKind::layernorm) a.keep(&mean_, M), a.keep(&rstd_, M);
+  y_ = nullptr;  // the branch's output, where the residual is not summed by the branch (forward)
   if (scale_ >= 0)
     a.keep(&y_, M * D_);  // layer scale's gradient needs the unscaled branch
-  else
+  else if (!branch_->adds_residual() || (a.training() && spec_.drop_rate > 0))
     a.temp(&y_, M * D_);
   a.keep(&keep_, B);
   branch_->lay_out(a, B);
@@ -74,9 +75,11 @@ void Residual<T>::forward(T* out, const T* in, const T* w, int64_t B, Rng* rng) 
     affine_forward(xn_, in, w + norm_w_, w + norm_b_, M, D);
     xn = xn_;
   }
-  branch_->forward(y_, stored(xn, xn_bf16_), w, B);
   dropped_ = rng && spec_.drop_rate > 0;
   if (dropped_) drop_path_sample(keep_, B, spec_.drop_rate, *rng);
+  // out = in + f(xn): summed by the branch's last product where it can (and nothing scales f).
+  if (scale_ < 0 && !dropped_ && branch_->adds_residual()) return branch_->forward(out, stored(xn, xn_bf16_), w, B, in);
+  branch_->forward(y_, stored(xn, xn_bf16_), w, B, nullptr);
   GMLP_PROFILE("fwd.residual");
   if (scale_ < 0)
     residual_forward(out, in, y_, dropped_ ? keep_ : nullptr, N_, B, D);

@@ -28,7 +28,12 @@ class Branch {
   // Whether xn is read only as an operand of matrix products: then the norm stores it as bf16
   // where the activations are (bf16_activations(), core/operand.h), and xn arrives so.
   virtual bool multiplies_xn_only() const { return false; }
-  virtual void forward(T* y, OperandOf<T> xn, const T* w, int64_t B) = 0;
+  // Whether forward can add the residual stream into y (forward's add): y = add + f(xn), summed
+  // in the epilogue of the branch's last product (linear_forward), with the bits of
+  // residual_forward after it and without its pass over the three arrays.
+  virtual bool adds_residual() const { return false; }
+  // add: nullptr, or (where adds_residual()) the (N, B, D) input to add to the branch's output.
+  virtual void forward(T* y, OperandOf<T> xn, const T* w, int64_t B, const T* add) = 0;
   // dxn overwritten with ∂L/∂xn from dy = ∂L/∂y (read only); parameter gradients accumulate into g.
   virtual void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) = 0;
   virtual double flops_per_image() const = 0;

@@ -14,7 +14,8 @@ namespace gmlp {
 
 template <class T>
 void linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t M, int64_t in, int64_t out, Activation act,
-                    T* slope, bool slope_bf16) {
+                    T* slope, bool slope_bf16, const T* add) {
+  GMLP_CHECK(!add || act == Activation::none);
   const auto apply = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     for (int64_t r = r0; r < r1; ++r) {
       T* row = y + r * out;
@@ -25,10 +26,15 @@ void linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t M, int
       if (act == Activation::gelu)
         gelu_forward_serial(row + c0, row + c0, c1 - c0, slope ? element(slope, r * out + c0, slope_bf16) : nullptr,
                             slope_bf16);
+      if (add) {
+        const T* a = add + r * out;
+#pragma omp simd
+        for (int64_t j = c0; j < c1; ++j) row[j] = a[j] + row[j];
+      }
     }
   };
   const gemm::Epilogue epilogue(apply);
-  const bool fused = b || act != Activation::none;
+  const bool fused = b || act != Activation::none || add;
   matmul<T>(false, true, M, out, in, x, in, W, in, T(0), y, out, fused ? &epilogue : nullptr);
 }
 
@@ -84,13 +90,13 @@ void linear_backward_ref(T* dx, T* dW, T* db, const T* dy, const T* x, const T* 
     }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                                        \
-  template void linear_forward<T>(T*, Operand<T>, const T*, const T*, int64_t, int64_t, int64_t, Activation, T*,   \
-                                  bool);                                                                           \
-  template void linear_backward<T>(T*, T*, T*, Operand<T>, Operand<T>, const T*, int64_t, int64_t, int64_t, Write, \
-                                   Activation, const T*, bool);                                                    \
-  template void linear_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                \
-  template void linear_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);       \
+#define GMLP_INSTANTIATE(T)                                                                                            \
+  template void linear_forward<T>(T*, Operand<T>, const T*, const T*, int64_t, int64_t, int64_t, Activation, T*, bool, \
+                                  const T*);                                                                           \
+  template void linear_backward<T>(T*, T*, T*, Operand<T>, Operand<T>, const T*, int64_t, int64_t, int64_t, Write,     \
+                                   Activation, const T*, bool);                                                        \
+  template void linear_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                    \
+  template void linear_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);           \
   template void column_sum_add<T>(T*, const T*, int64_t, int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

@@ -22,10 +22,13 @@ enum class Activation { none, gelu };
 // block is in cache: with gelu, y = GELU(x·Wᵀ + b), the same bits as gelu_forward after the
 // layer, and slope (M, out), when given (training), receives GELU's derivative there, from the
 // same erf: what backward multiplies by (linear_backward, gelu_backward_by_slope); with
-// slope_bf16, as bfloat16 (gelu_slope_bf16()). x may be stored as bf16 (core/operand.h).
+// slope_bf16, as bfloat16 (gelu_slope_bf16()). x may be stored as bf16 (core/operand.h). With
+// add (M, out) and no activation, y = add + (x·Wᵀ + b): a residual connection's sum, made in the
+// same pass, with the bits of adding afterwards (residual_forward).
 template <class T>
 void linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t M, int64_t in, int64_t out,
-                    Activation act = Activation::none, T* slope = nullptr, bool slope_bf16 = false);
+                    Activation act = Activation::none, T* slope = nullptr, bool slope_bf16 = false,
+                    const T* add = nullptr);
 
 // Accumulates: dx += dy·W (skipped when dx is nullptr), dW += dyᵀ·x, db += Σ_rows dy.
 // With Write::overwrite, dx = dy·W instead (saves zeroing a fresh buffer). With act = gelu (and
