@@ -84,7 +84,6 @@ struct View {
     return static_cast<const float*>(p);
   }
   const uint16_t* h() const { return static_cast<const uint16_t*>(p); }
-  float at(int64_t r, int64_t c) const { return f()[r * rs + c * cs]; }
   // The view from element (r, c) on.
   View from(int64_t r, int64_t c) const {
     const int64_t i = r * rs + c * cs;
@@ -95,6 +94,7 @@ struct View {
 // Rows [0, rows) × depth [0, kc) of op(A) into MR-row panels: panel t holds a[k·MR + i] for its
 // rows t·MR + i, zero beyond `rows`.
 void pack_a(float* dst, View a, int64_t rows, int64_t kc) {
+  const float* x = a.f();
   int64_t t = 0;
   if (a.rs == 1) {  // columns contiguous (op(A) = Aᵀ): each panel takes kMR consecutive floats per k
     // k outermost: each k's floats of the block are read once, left to right, and dealt out to the
@@ -102,12 +102,11 @@ void pack_a(float* dst, View a, int64_t rows, int64_t kc) {
     // every row: that pass was a quarter of a weight gradient's product.
     const int64_t full = rows / kMR * kMR;
     for (int64_t k = 0; k < kc; ++k) {
-      const float* src = a.f() + k * a.cs;
+      const float* src = x + k * a.cs;
       for (int64_t i = 0; i < full; i += kMR) std::memcpy(dst + i * kc + k * kMR, src + i, kMR * sizeof(float));
     }
     t = full, dst += full * kc;
   }
-  const float* x = a.f();
   for (; t < rows; t += kMR, dst += kMR * kc) {
     const int64_t n = std::min<int64_t>(kMR, rows - t);
     if (a.cs == 1) {  // rows contiguous along k

@@ -52,13 +52,14 @@ struct LinearParams {
   // derivative there (linear_forward).
   template <class T>
   void forward(T* y, OperandOf<T> x, const T* wt, int64_t M, Activation act = Activation::none, T* slope = nullptr,
-               bool slope_bf16 = false, const T* add = nullptr) const {
-    linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out, act, slope, slope_bf16, add);
+               bool slope_bf16 = false) const {
+    linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out, act, slope, slope_bf16);
   }
-  // y = add + (x·Wᵀ + b), the residual summed by the product (linear_forward).
+  // y = add + (x·Wᵀ + b), the residual summed by the product (linear_forward); add may be null.
   template <class T>
   void forward_adding(T* y, OperandOf<T> x, const T* wt, int64_t M, const T* add) const {
-    forward(y, x, wt, M, Activation::none, static_cast<T*>(nullptr), false, add);
+    linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out, Activation::none, static_cast<T*>(nullptr),
+                   false, add);
   }
   std::string emit(OnnxBuilder& g, const std::string& x) const { return g.linear(x, w, b); }
   // dx (nullptr: not wanted) overwritten, or with Write::accumulate added to. With act, x is
