@@ -152,6 +152,7 @@ struct F32 {
   static constexpr int64_t mr = kMR, kc = kKC;
   const Isa& isa;
   static constexpr bool kReadsInPlace = true;
+  static constexpr bool kSumsOntoC = false;
   // Whether op(A) (rows along k, lda apart) can be read in place; then a full tile of it from a.
   static bool direct(const View& a, int64_t, int64_t) { return a.cs == 1 && !a.bf16; }
   void tile_direct(int64_t kc, const View& a, int64_t i, const float* b, float* c, int64_t ldc, bool accumulate) const {
@@ -175,6 +176,7 @@ struct Bf16 {
   using Word = uint32_t;
   static constexpr int64_t mr = kMRBf16, kc = 2 * kKC;
   static constexpr bool kReadsInPlace = true;
+  static constexpr bool kSumsOntoC = false;
   // Rows of bfloat16 are already pair words, when each row starts on a pair word (an aligned start,
   // lda even) and no row's last pair reaches past its end (K even).
   static bool direct(const View& a, int64_t lda, int64_t K) {
@@ -211,6 +213,9 @@ struct Amx {
   static constexpr int64_t mr = kMRAmx, kc = 2 * kKC;
   bool emulated;
   static constexpr bool kReadsInPlace = false;  // A is always packed
+  // Accumulating, the tile starts from C's values (loaded into the accumulator tiles) and adds each
+  // pair's products to them, where the other formats add C to the finished sum.
+  static constexpr bool kSumsOntoC = true;
   static int64_t nr() { return kNRBf16; }
   static int64_t words(int64_t kc) { return round_up((kc + 1) / 2, kAmxPairs); }
   static void pack_a(uint32_t* dst, View a, int64_t rows, int64_t kc) {
@@ -235,6 +240,13 @@ struct Amx {
     if (!emulated) amx_release();
   }
 };
+
+// An edge tile's rows × cols of C into its scratch tile (nr wide), zero beyond: where the format's
+// tile sums onto C's values (kSumsOntoC), its edge tiles start from them as well.
+void load_edge(float* edge, int64_t nr, const float* c, int64_t ldc, int64_t rows, int64_t cols, int64_t mr) {
+  for (int64_t r = 0; r < mr; ++r)
+    for (int64_t q = 0; q < nr; ++q) edge[r * nr + q] = r < rows && q < cols ? c[r * ldc + q] : 0.f;
+}
 
 // An edge tile's rows × cols of its scratch tile (nr wide) added to C or copied there: one
 // rounding of C + sum, as the kernel's.
@@ -262,7 +274,15 @@ void macro(const Format& f, int64_t rows, int64_t nc, int64_t kc, const Word* ap
         f.tile(kc, a, b, cc, ldc, accumulate);
         continue;
       }
-      // An edge tile: the same sums into a scratch tile first, of its rows only.
+      // An edge tile: the same sums into a scratch tile first, of its rows only, from C's values
+      // where the full tile would start from them, so that each element of C gets the same bits
+      // wherever its tile falls.
+      if (Format::kSumsOntoC && accumulate) {
+        load_edge(edge, nr, cc, ldc, n, cols, Format::mr);
+        f.tile(kc, a, b, edge, nr, true);
+        store_edge(edge, nr, cc, ldc, n, cols, false);
+        continue;
+      }
       if (n == Format::mr)
         f.tile(kc, a, b, edge, nr, false);
       else
