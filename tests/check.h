@@ -49,6 +49,13 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
+// The cosine of the angle between two vectors of the same length (bf16's gradients beside f32's).
+inline double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) ab += double(a[i]) * b[i], aa += double(a[i]) * a[i], bb += double(b[i]) * b[i];
+  return ab / std::sqrt(aa * bb);
+}
+
 // Central differences of loss() with respect to each of the n values at w.
 inline std::vector<double> numeric_gradient(double* w, int64_t n, const std::function<double()>& loss) {
   std::vector<double> numeric(static_cast<size_t>(n), 0.0);

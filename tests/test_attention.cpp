@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "check.h"
+#include "core/gemm.h"
 #include "core/matmul.h"
 #include "ops/attention.h"
 #include "tolerances.h"
@@ -216,7 +217,7 @@ TEST(Attention, Bf16MatchesF32) {
   // The (image, head) pairs' products run in bf16 inside the parallel region. bf16 rounds each
   // operand to 8 mantissa bits, so this is the bar the whole-model bf16 test uses
   // (test_model.cpp), not a float one.
-  if (!cpu_has_bf16()) GTEST_SKIP() << "no native bf16 on this CPU";
+  if (!gemm::bf16_available()) GTEST_SKIP() << "no bf16 product on this CPU";
   const AttnShape s{49, 5, 4, 16};
   const int64_t M = s.N * s.B, W = s.width();
   Rng rng(46);

@@ -3,10 +3,12 @@
 // strided operands, shapes that are not multiples of the tiles, odd depths and depths that cross
 // the K and N blocks; and the same bits on 1 or 2 threads or inside a parallel region.
 #include "core/gemm.h"
+#include "core/gemm_kernel.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/cpu_features.h"
 #include "core/rng.h"
 
 namespace gmlp {
@@ -112,7 +115,8 @@ class Gemm : public ::testing::TestWithParam<Format> {
  protected:
   void SetUp() override {
     if (GetParam() == Format::f32 && !gemm::available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
-    if (GetParam() != Format::f32 && !gemm::bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+    if (GetParam() != Format::f32 && !gemm::bf16_available()) GTEST_SKIP() << "no bf16 product on this CPU";
+    if (GetParam() == Format::bf16 && !cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
     if (GetParam() == Format::bf16) gemm::set_bf16_kernel(gemm::Bf16Kernel::avx512_bf16);
     if (GetParam() == Format::amx)
       gemm::set_bf16_kernel(gemm::amx_available() ? gemm::Bf16Kernel::amx : gemm::Bf16Kernel::amx_emulated);
@@ -264,21 +268,78 @@ TEST_P(Gemm, RowsGiveTheBitsOfTheWholeProductWhereverTheyFall) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, Gemm, ::testing::Values(Format::f32, Format::bf16, Format::amx), name);
 
-// round_to_bf16 rounds as float_to_bf16 does (to nearest, ties to even) on normal numbers, infinities
-// and the halfway cases, at every length (the masked tail).
-TEST(Bf16Storage, RoundToBf16IsRoundingToNearestEven) {
-  if (!gemm::bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+// round_to_bf16 rounds as vcvtne2ps2bf16 does (float_to_bf16_daz): to nearest, ties to even, on
+// normal numbers, infinities and the halfway cases, denormals to zeros of their sign; at every
+// length (the masked tail), with a scale and a sum. Where the CPU has AVX512-BF16 this holds the
+// instruction to the rule the portable rounding follows, and elsewhere the portable rounding.
+TEST(Bf16Storage, RoundToBf16RoundsAsTheInstruction) {
   Rng rng(7);
   std::vector<float> x;
   for (int i = 0; i < 500; ++i) x.push_back(float(rng.normal() * std::ldexp(1.0, int(i % 40) - 20)));
-  for (uint32_t bits : {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x3f80ffffu, 0x7f7fffffu, 0x7f800000u, 0xff800000u})
-    x.push_back(std::bit_cast<float>(bits));  // ties, the largest float (rounds to inf), infinities
+  for (uint32_t bits : {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x3f80ffffu, 0x7f7fffffu, 0x7f800000u, 0xff800000u,
+                        0x00000001u, 0x80400000u, 0x007fffffu, 0x00800000u, 0x80800000u})
+    x.push_back(std::bit_cast<float>(bits));  // ties, the largest float (rounds to inf), infinities, denormals
   x.push_back(0.f), x.push_back(-0.f);
   for (const size_t n : {x.size(), size_t(1), size_t(17), size_t(31), size_t(32), size_t(33)}) {
     std::vector<uint16_t> got(n + 1, 0xabcd);
     gemm::round_to_bf16(got.data(), x.data(), int64_t(n));
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], float_to_bf16(x[i])) << "element " << i << " of " << n;
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], float_to_bf16_daz(x[i])) << "element " << i << " of " << n;
     EXPECT_EQ(got[n], 0xabcd) << "wrote past n = " << n;
+  }
+  EXPECT_EQ(float_to_bf16_daz(std::bit_cast<float>(0x80400000u)), 0x8000);
+  // Scaled (by floats or by bfloat16) and summed: x·scale rounded, and added to the sum in fp32.
+  const size_t n = 77;
+  std::vector<float> scale(n), sum(n), sum_ref(n);
+  std::vector<uint16_t> scale16(n), got(n);
+  for (size_t i = 0; i < n; ++i) scale[i] = float(rng.normal()), scale16[i] = float_to_bf16(scale[i]);
+  for (const bool bf16_scale : {false, true}) {
+    for (size_t i = 0; i < n; ++i) sum[i] = sum_ref[i] = float(i);
+    if (bf16_scale)
+      gemm::round_to_bf16(got.data(), x.data(), int64_t(n), scale16.data(), sum.data());
+    else
+      gemm::round_to_bf16(got.data(), x.data(), int64_t(n), scale.data(), sum.data());
+    for (size_t i = 0; i < n; ++i) {
+      const float y = x[i] * (bf16_scale ? bf16_to_float(scale16[i]) : scale[i]);
+      ASSERT_EQ(got[i], float_to_bf16_daz(y)) << "scaled element " << i;
+      ASSERT_EQ(sum[i], sum_ref[i] + y) << "summed element " << i;
+    }
+  }
+}
+
+// The emulated kernel's portable packing gives the words AVX512-BF16's packing gives, for floats
+// and for bfloat16, along either contiguous side, at ragged rows, columns and depths: so that a
+// CPU without AVX512-BF16 tests the products the others run.
+TEST(Bf16Storage, PortablePackingGivesTheWordsOfTheInstructions) {
+  if (!cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16 on this CPU to compare with";
+  Rng rng(8);
+  for (const auto& [rows, kc] : {std::pair<int64_t, int64_t>{32, 32}, {7, 33}, {45, 1}, {64, 100}, {3, 512}}) {
+    const int64_t ld = std::max(rows, kc) + 3;
+    std::vector<float> m(size_t(ld * ld));
+    for (float& v : m) v = float(rng.normal());
+    std::vector<uint16_t> m16(m.size());
+    gemm::round_to_bf16(m16.data(), m.data(), int64_t(m.size()));
+    const int64_t words = ((kc + 1) / 2 + gemm::kAmxPairs - 1) / gemm::kAmxPairs * gemm::kAmxPairs;
+    const size_t a_size = size_t((rows + gemm::kMRAmx - 1) / gemm::kMRAmx * gemm::kMRAmx * words);
+    const size_t b_size = size_t((kc + 1) / 2 * gemm::kNRBf16);
+    for (const bool trans : {false, true}) {
+      SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(kc) + (trans ? " transposed" : ""));
+      const int64_t rs = trans ? 1 : ld, cs = trans ? ld : 1;
+      std::vector<uint32_t> native(a_size, 1), portable(a_size, 2);
+      gemm::pack_a_amx(native.data(), m.data(), rs, cs, rows, kc);
+      gemm::portable::pack_a_amx(portable.data(), m.data(), rs, cs, rows, kc);
+      EXPECT_EQ(native, portable) << "A from floats";
+      gemm::pack_a_amx(native.data(), m16.data(), rs, cs, rows, kc);
+      gemm::portable::pack_a_amx(portable.data(), m16.data(), rs, cs, rows, kc);
+      EXPECT_EQ(native, portable) << "A from bfloat16";
+      const int64_t cols = std::min<int64_t>(rows, gemm::kNRBf16);  // op(B) is kc × cols
+      native.assign(b_size, 1), portable.assign(b_size, 2);
+      gemm::pack_b_bf16(native.data(), m.data(), cs, rs, kc, cols);
+      gemm::portable::pack_b_bf16(portable.data(), m.data(), cs, rs, kc, cols);
+      EXPECT_EQ(native, portable) << "B from floats";
+      gemm::pack_b_bf16(native.data(), m16.data(), cs, rs, kc, cols);
+      gemm::portable::pack_b_bf16(portable.data(), m16.data(), cs, rs, kc, cols);
+      EXPECT_EQ(native, portable) << "B from bfloat16";
+    }
   }
 }
 
@@ -318,12 +379,12 @@ void expect_stored_operands_give_the_bits_of_floats() {
 // bf16gemm on the floats it was rounded from, for A, B or both, in every transposition, across
 // the blocks and at the edges (odd depths, partial panels), packed or (rows of A, even strides
 // and depths, more rows than a block) read in place; the stored operands' padding is NaN. On
-// AVX512-BF16's kernel and on AMX's (emulated where the CPU has no AMX).
+// AVX512-BF16's kernel (where the CPU has it) and on AMX's (emulated where the CPU has no AMX).
 TEST(Bf16Storage, StoredOperandsGiveTheBitsOfRoundingWhilePacking) {
-  if (!gemm::bf16_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
-  for (const gemm::Bf16Kernel kernel :
-       {gemm::Bf16Kernel::avx512_bf16,
-        gemm::amx_available() ? gemm::Bf16Kernel::amx : gemm::Bf16Kernel::amx_emulated}) {
+  if (!gemm::bf16_available()) GTEST_SKIP() << "no bf16 product on this CPU";
+  std::vector<gemm::Bf16Kernel> kernels{gemm::amx_available() ? gemm::Bf16Kernel::amx : gemm::Bf16Kernel::amx_emulated};
+  if (cpu_features().avx512_bf16) kernels.push_back(gemm::Bf16Kernel::avx512_bf16);
+  for (const gemm::Bf16Kernel kernel : kernels) {
     SCOPED_TRACE(kernel == gemm::Bf16Kernel::avx512_bf16 ? "avx512_bf16" : "amx");
     gemm::set_bf16_kernel(kernel);
     expect_stored_operands_give_the_bits_of_floats();

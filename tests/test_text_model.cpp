@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "core/error.h"
+#include "core/gemm.h"
 #include "core/matmul.h"
 #include "core/threads.h"
 #include "gmlp/fill_mask.h"
@@ -279,6 +280,28 @@ TEST_P(TextKind, BatchEqualsRowsOneAtATime) {
     tc.m.encode(tc.ids.data() + b * N, 1);
     EXPECT_TRUE(close("row " + std::to_string(b), tc.m.classify(), batched.data() + b * K, K, tol::kInvariance));
   }
+}
+
+// bf16 precision on every text kind (padding masks, relative positions, segments): the [CLS]
+// logits and the masked-token gradients track f32's at the bar of Bf16.ModelTracksF32, and
+// storing the activations that only products read as bfloat16 (bf16_activations()) keeps every
+// bit of them.
+TEST_P(TextKind, Bf16TracksF32AndStoredActivationsKeepTheBits) {
+  if (!gemm::bf16_available()) GTEST_SKIP() << "no bf16 product on this CPU";
+  TextCase tc(GetParam(), 3, 74);
+  const auto f32 = tc.run();
+  set_matmul_precision(Precision::bf16);
+  tc.m.plan(tc.B);  // a plan made in bf16 has room for the bf16 copies
+  set_bf16_activations(false);
+  const auto floats = tc.run();
+  set_bf16_activations(true);
+  const auto stored = tc.run();
+  set_matmul_precision(Precision::f32);
+  EXPECT_EQ(floats.first, stored.first) << "logits";
+  EXPECT_EQ(floats.second, stored.second) << "gradients";
+  EXPECT_TRUE(close("logits", stored.first, f32.first, 0.05));
+  EXPECT_GT(test::cosine(f32.second, stored.second), 0.999) << "cosine similarity of the gradients";
+  EXPECT_FALSE(close("logits", stored.first, f32.first, 1e-6)) << "bf16 must actually round";
 }
 
 // A text's outputs do not depend on the padding after it: "[CLS] text [SEP]" padded to 24 and

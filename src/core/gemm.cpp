@@ -45,6 +45,9 @@ const Isa& isa() {
   return chosen;
 }
 
+// Whether the CPU has AVX512-BF16: bf16's native kernels, packing and rounding.
+bool native_bf16() { return cpu_features().avx512_bf16; }
+
 // A packed slice of B (KC × NC floats) up to this size stays in L2 while the kernel reads op(A)
 // in place, tile by tile (block()).
 constexpr int64_t kDirectSliceBytes = 128 * 1024;
@@ -218,11 +221,21 @@ struct Amx {
   static constexpr bool kSumsOntoC = true;
   static int64_t nr() { return kNRBf16; }
   static int64_t words(int64_t kc) { return round_up((kc + 1) / 2, kAmxPairs); }
+  // The emulated kernel packs with AVX512-BF16 where the CPU has it (so those packers are tested
+  // against the tile's emulation), else in portable code.
   static void pack_a(uint32_t* dst, View a, int64_t rows, int64_t kc) {
-    a.bf16 ? pack_a_amx(dst, a.h(), a.rs, a.cs, rows, kc) : pack_a_amx(dst, a.f(), a.rs, a.cs, rows, kc);
+    if (!native_bf16())
+      a.bf16 ? portable::pack_a_amx(dst, a.h(), a.rs, a.cs, rows, kc)
+             : portable::pack_a_amx(dst, a.f(), a.rs, a.cs, rows, kc);
+    else
+      a.bf16 ? pack_a_amx(dst, a.h(), a.rs, a.cs, rows, kc) : pack_a_amx(dst, a.f(), a.rs, a.cs, rows, kc);
   }
   static void pack_b(uint32_t* dst, View b, int64_t kc, int64_t cols) {
-    Bf16::pack_b(dst, b, kc, cols);
+    if (!native_bf16())
+      b.bf16 ? portable::pack_b_bf16(dst, b.h(), b.rs, b.cs, kc, cols)
+             : portable::pack_b_bf16(dst, b.f(), b.rs, b.cs, kc, cols);
+    else
+      Bf16::pack_b(dst, b, kc, cols);
     const int64_t pairs = (kc + 1) / 2;
     std::memset(dst + pairs * kNRBf16, 0, size_t((words(kc) - pairs) * kNRBf16) * sizeof(uint32_t));
   }
@@ -448,6 +461,7 @@ void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int6
 }
 
 Bf16Kernel g_bf16_kernel = Bf16Kernel::automatic;
+bool g_bf16_emulated = false;
 
 // f(format) for the bf16 format of `kernel`.
 template <class F>
@@ -462,23 +476,33 @@ void with_bf16_format(Bf16Kernel kernel, F&& f) {
 
 bool available() { return isa().kernel != nullptr; }
 const char* kernel_name() { return isa().name; }
-bool bf16_available() { return cpu_features().avx512_bf16; }
-bool amx_available() { return bf16_available() && amx_permitted(); }
+bool bf16_available() { return native_bf16() || g_bf16_emulated; }
+void set_bf16_emulated(bool on) { g_bf16_emulated = on; }
+bool amx_available() { return native_bf16() && amx_permitted(); }
 
 void set_bf16_kernel(Bf16Kernel k) {
   GMLP_CHECK(k != Bf16Kernel::amx || amx_available());
+  GMLP_CHECK(k != Bf16Kernel::avx512_bf16 || native_bf16());
   g_bf16_kernel = k;
 }
 Bf16Kernel bf16_kernel() {
   if (g_bf16_kernel != Bf16Kernel::automatic) return g_bf16_kernel;
-  return amx_available() ? Bf16Kernel::amx : Bf16Kernel::avx512_bf16;
+  return amx_available() ? Bf16Kernel::amx : native_bf16() ? Bf16Kernel::avx512_bf16 : Bf16Kernel::amx_emulated;
 }
+
 const char* bf16_kernel_name() {
   switch (bf16_kernel()) {
     case Bf16Kernel::amx: return "amx";
     case Bf16Kernel::amx_emulated: return "amx (emulated)";
     default: return "avx512_bf16";
   }
+}
+
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum) {
+  native_bf16() ? round_to_bf16_avx512(dst, src, n, scale, sum) : portable::round_to_bf16(dst, src, n, scale, sum);
+}
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum) {
+  native_bf16() ? round_to_bf16_avx512(dst, src, n, scale, sum) : portable::round_to_bf16(dst, src, n, scale, sum);
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,

@@ -58,14 +58,22 @@ const char* kernel_name();
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
            int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue = nullptr);
 
-// Whether this CPU has AVX512-BF16, which bf16gemm needs.
+// Whether bf16gemm can run: the CPU has AVX512-BF16, or the emulation is on.
 bool bf16_available();
+// Lets bf16gemm run on a CPU without AVX512-BF16: AMX's format with its tile
+// instruction in portable code (Bf16Kernel::amx_emulated), packed and rounded by portable code
+// that gives the words the instructions give. So the bf16 paths of the products and of every op
+// that stores bf16 run, and are tested, on any CPU; at a small fraction of fp32's speed, so no
+// precision a user asks for picks it (matmul.h's cpu_has_bf16 stays false). Off by default; on a
+// CPU with AVX512-BF16 it changes nothing.
+void set_bf16_emulated(bool on);
 // Whether bf16gemm can run on AMX's tiles: the CPU has AMX-BF16 (and AVX512-BF16, which packs the
 // panels) and Linux grants this process the tile state.
 bool amx_available();
-// The kernel bf16gemm multiplies with. automatic: AMX where amx_available(), else AVX512-BF16.
-// amx_emulated runs the AMX product's packing and blocking with its tile instruction in scalar
-// code, so that a CPU without AMX tests them; it is for tests, and slow.
+// The kernel bf16gemm multiplies with. automatic: AMX where amx_available(), else AVX512-BF16,
+// else (set_bf16_emulated) amx_emulated. amx_emulated runs the AMX product's packing and blocking
+// with its tile instruction in portable code, so that a CPU without AMX tests them; it is for
+// tests, and slow. avx512_bf16 needs the CPU's AVX512-BF16.
 enum class Bf16Kernel { automatic, avx512_bf16, amx, amx_emulated };
 void set_bf16_kernel(Bf16Kernel k);
 Bf16Kernel bf16_kernel();  // the kernel in use (never automatic)
@@ -81,7 +89,8 @@ void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Opera
 // dst[i] = src[i] rounded to bfloat16 as bf16gemm rounds while it packs (vcvtne2ps2bf16), for ops
 // that store an activation as bf16. With scale, src[i]·scale[i] is rounded instead, and with sum,
 // also added to sum[i] (in fp32): a scaled row stored and summed into a column sum in one pass.
-// The scale may be stored as bfloat16. Needs bf16_available().
+// The scale may be stored as bfloat16. Runs on any CPU: a CPU without AVX512-BF16 runs portable
+// code that rounds as the instruction does (bf16.h's float_to_bf16_daz).
 void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scale = nullptr, float* sum = nullptr);
 void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum = nullptr);
 

@@ -1,14 +1,13 @@
 // gemm_kernel.h's AMX tile (this file is compiled with -mamx-tile -mamx-bf16): tdpbf16ps on
 // 16 × 32 bf16 tiles of A and 16 × 16-pair tiles of B into 16 × 16 fp32 tiles of C. The panels are
 // packed by gemm_avx512bf16.cpp (A) and the AVX512-BF16 packing (B), so this file holds only the
-// tile instructions, their emulation in scalar code and the request for the tile state.
+// tile instructions and the request for the tile state (their emulation: gemm_emulated.cpp).
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdint>
 
-#include "core/bf16.h"
 #include "core/cpu_features.h"
 #include "core/gemm_kernel.h"
 
@@ -80,21 +79,6 @@ void tile_amx(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int
   _tile_stored(1, c + 16, sc);
   _tile_stored(2, c1, sc);
   _tile_stored(3, c1 + 16, sc);
-}
-
-void tile_amx_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
-  auto lo = [](uint32_t w) { return bf16_to_float(uint16_t(w & 0xffff)); };
-  auto hi = [](uint32_t w) { return bf16_to_float(uint16_t(w >> 16)); };
-  for (int64_t i = 0; i < kMRAmx; ++i)
-    for (int64_t j = 0; j < kNRBf16; ++j) {
-      float s = accumulate ? c[i * ldc + j] : 0.f;
-      for (int64_t p = 0; p < pairs; ++p) {
-        const uint32_t x = a[i * pairs + p], y = b[p * kNRBf16 + j];
-        s += lo(x) * lo(y);
-        s += hi(x) * hi(y);
-      }
-      c[i * ldc + j] = s;
-    }
 }
 
 }  // namespace gmlp::gemm

@@ -306,10 +306,10 @@ void round_rows(uint16_t* dst, const float* src, int64_t n, const Scale* scale, 
 }
 }  // namespace
 
-void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum) {
+void round_to_bf16_avx512(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum) {
   round_rows(dst, src, n, scale, sum);
 }
-void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum) {
+void round_to_bf16_avx512(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum) {
   round_rows(dst, src, n, scale, sum);
 }
 

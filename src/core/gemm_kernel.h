@@ -110,10 +110,10 @@ inline constexpr int kMRAmx = 32, kAmxPairs = 16;
 void amx_configure();
 void amx_release();
 void tile_amx(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate);
-// The same tile in scalar code, in tdpbf16ps's order (each pair's two products added in turn, the
-// pairs in order): the AMX product's packing and blocking, testable on a CPU without AMX. It keeps
-// denormal operands and sums, which tdpbf16ps flushes to zero, so the two agree to rounding, not
-// to the bit.
+// The same tile in portable code (gemm_emulated.cpp), in tdpbf16ps's order (each pair's two
+// products added in turn, the pairs in order): the AMX product's packing and blocking, testable on
+// a CPU without AMX. It keeps denormal operands and sums, which tdpbf16ps flushes to zero, so the
+// two agree to rounding, not to the bit.
 void tile_amx_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate);
 // Whether the CPU has AMX-BF16 and Linux grants this process the tile state (asked once).
 bool amx_permitted();
@@ -122,5 +122,21 @@ bool amx_permitted();
 // (rounded here, as pack_a_bf16 rounds) or from bfloat16 (gemm_avx512bf16.cpp).
 void pack_a_amx(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
 void pack_a_amx(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
+
+// gemm::round_to_bf16 with AVX512-BF16's vcvtne2ps2bf16 (gemm_avx512bf16.cpp).
+void round_to_bf16_avx512(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum);
+void round_to_bf16_avx512(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum);
+
+// The AMX format's packing and gemm::round_to_bf16 in portable code (gemm_emulated.cpp), for the
+// emulated kernel on a CPU without AVX512-BF16: the same words as the functions of those names
+// above, rounding as vcvtne2ps2bf16 does (float_to_bf16_daz).
+namespace portable {
+void pack_a_amx(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
+void pack_a_amx(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
+void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
+void pack_b_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum);
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum);
+}  // namespace portable
 
 }  // namespace gmlp::gemm

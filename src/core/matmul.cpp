@@ -13,7 +13,6 @@
 #include <tuple>
 #include <vector>
 
-#include "core/bf16.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/gemm.h"
@@ -64,17 +63,11 @@ dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, int64_t ld, bool tran
   return dnnl::memory::desc(dims, dt, strides);
 }
 
-// Rounds a stored (r×c, stride ld) float matrix into a dense bf16 one (stride c): with the
-// instruction an op storing a bf16 activation rounds with (gemm::round_to_bf16) where the CPU has
-// it, so that a product gives the same bits on either.
+// Rounds a stored (r×c, stride ld) float matrix into a dense bf16 one (stride c), as an op storing
+// a bf16 activation rounds (gemm::round_to_bf16), so that a product gives the same bits on either.
 void to_bf16(uint16_t* dst, const float* src, int64_t r, int64_t c, int64_t ld) {
-  const bool avx512_bf16 = gemm::bf16_available();
   parallel_for_if(!omp_in_parallel(), r, [&](int64_t i) {  // attention calls it inside a region
-    const float* s = src + i * ld;
-    uint16_t* d = dst + i * c;
-    if (avx512_bf16) return gemm::round_to_bf16(d, s, c);
-#pragma omp simd
-    for (int64_t j = 0; j < c; ++j) d[j] = float_to_bf16(s[j]);
+    gemm::round_to_bf16(dst + i * c, src + i * ld, c);
   });
 }
 

@@ -1,0 +1,101 @@
+// The AMX format of bf16gemm in portable code (this file has no target flags): its tile, and on a
+// CPU without AVX512-BF16 the packing and rounding that gemm_avx512bf16.cpp does with vector
+// instructions, word for word. With them the bf16 paths of the products and of every op that stores
+// bf16 run, and are tested, on any CPU (gemm::set_bf16_emulated), at a small fraction of fp32's
+// speed. Packing rounds as vcvtne2ps2bf16 does (float_to_bf16_daz), so a CPU with AVX512-BF16 and
+// one without pack the same words.
+#include <algorithm>
+#include <cstring>
+
+#include "core/bf16.h"
+#include "core/gemm_kernel.h"
+
+namespace gmlp::gemm {
+
+void tile_amx_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+  auto lo = [](uint32_t w) { return bf16_to_float(uint16_t(w & 0xffff)); };
+  auto hi = [](uint32_t w) { return bf16_to_float(uint16_t(w >> 16)); };
+  // Row by row with the row's 32 sums side by side, so that the loop over them vectorises; each
+  // sum still takes its pairs in order, each pair's two products in turn.
+  for (int64_t i = 0; i < kMRAmx; ++i) {
+    float s[kNRBf16];
+    for (int64_t j = 0; j < kNRBf16; ++j) s[j] = accumulate ? c[i * ldc + j] : 0.f;
+    for (int64_t p = 0; p < pairs; ++p) {
+      const uint32_t x = a[i * pairs + p];
+      const float x0 = lo(x), x1 = hi(x);
+      const uint32_t* y = b + p * kNRBf16;
+      for (int64_t j = 0; j < kNRBf16; ++j) {
+        s[j] += x0 * lo(y[j]);
+        s[j] += x1 * hi(y[j]);
+      }
+    }
+    std::copy(s, s + kNRBf16, c + i * ldc);
+  }
+}
+
+namespace {
+
+inline uint16_t bf16_of(float x) { return float_to_bf16_daz(x); }
+inline uint16_t bf16_of(uint16_t x) { return x; }
+
+// The pair word of op(X)'s elements at depth 2p and 2p + 1 of one row or column: element k at
+// x[k·step], zero from depth kc on.
+template <class Src>
+inline uint32_t pair_word(const Src* x, int64_t step, int64_t p, int64_t kc) {
+  const int64_t k = 2 * p;
+  const uint32_t lo = k < kc ? bf16_of(x[k * step]) : 0, hi = k + 1 < kc ? bf16_of(x[(k + 1) * step]) : 0;
+  return lo | hi << 16;
+}
+
+template <class Src>
+void pack_a(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
+  const int64_t pairs = (kc + 1) / 2, words = (pairs + kAmxPairs - 1) / kAmxPairs * kAmxPairs;
+  for (int64_t t = 0; t < rows; t += kMRAmx, dst += kMRAmx * words)
+    for (int64_t i = 0; i < kMRAmx; ++i) {
+      uint32_t* d = dst + i * words;
+      for (int64_t p = 0; p < words; ++p) d[p] = t + i < rows ? pair_word(src + (t + i) * rs, cs, p, kc) : 0;
+    }
+}
+
+template <class Src>
+void pack_b(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
+  for (int64_t p = 0; p < (kc + 1) / 2; ++p)
+    for (int64_t j = 0; j < kNRBf16; ++j) dst[p * kNRBf16 + j] = j < cols ? pair_word(src + j * cs, rs, p, kc) : 0;
+}
+
+inline float value(float x) { return x; }
+inline float value(uint16_t x) { return bf16_to_float(x); }
+
+template <class Scale>
+void round_rows(uint16_t* dst, const float* src, int64_t n, const Scale* scale, float* sum) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = scale ? src[i] * value(scale[i]) : src[i];
+    if (sum) sum[i] += x;
+    dst[i] = float_to_bf16_daz(x);
+  }
+}
+
+}  // namespace
+
+namespace portable {
+void pack_a_amx(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
+  pack_a(dst, src, rs, cs, rows, kc);
+}
+void pack_a_amx(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
+  pack_a(dst, src, rs, cs, rows, kc);
+}
+void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
+  pack_b(dst, src, rs, cs, kc, cols);
+}
+void pack_b_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
+  pack_b(dst, src, rs, cs, kc, cols);
+}
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum) {
+  round_rows(dst, src, n, scale, sum);
+}
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum) {
+  round_rows(dst, src, n, scale, sum);
+}
+}  // namespace portable
+
+}  // namespace gmlp::gemm
