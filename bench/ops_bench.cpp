@@ -322,12 +322,8 @@ void register_image_kinds(const Shape& s) {
     return [=] { layer_scale_backward(dy, dgamma, dout, y, keep, gamma, N, B, D); };
   });
 
-  // row_bias on a token-mixing product (N, B·D): 1 per element each way.
-  add_both("row_bias", s, "fwd", 1.0 * N * cols, kF * (2 * N * cols + N), [=](Buffers& b, bool ref) -> Call {
-    float *y = b.uniform(N * cols), *bias = b.uniform(N, -1e-3f, 1e-3f);
-    if (ref) return [=] { row_bias_forward_ref(y, bias, N, cols); };
-    return [=] { row_bias_forward(y, bias, N, cols); };
-  });
+  // row_bias's gradient on a token-mixing product (N, B·D), 1 per element (the forward rides on the
+  // product: token_linear_forward).
   add_both("row_bias", s, "bwd", 1.0 * N * cols, kF * (N * cols + N), [=](Buffers& b, bool ref) -> Call {
     float *db = b.fill(N, 0), *dy = b.uniform(N * cols);
     if (ref) return [=] { row_bias_backward_ref(db, dy, N, cols); };

@@ -12,6 +12,7 @@
 #include "core/bf16.h"
 #include "core/cpu_features.h"
 #include "core/gemm.h"
+#include "core/matmul.h"
 #include "core/threads.h"
 #include "ops/cross_entropy.h"
 #include "ops/gelu.h"
@@ -20,6 +21,7 @@
 #include "ops/patch_embed.h"
 #include "ops/pool.h"
 #include "ops/residual.h"
+#include "ops/row_bias.h"
 #include "ops/sgu.h"
 #include "tolerances.h"
 
@@ -341,6 +343,52 @@ TEST(FastVsRef, LinearAddingTheResidualIsTheLayerThenTheResidualBitForBit) {
       EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
           << t << " threads, " << (bias ? "with" : "without") << " bias";
     }
+}
+
+// The layer over tokens (the token-mixing layers' W·x + b) with its epilogues gives the bits of
+// the passes they replace: the product, then the row bias, then GELU or the residual's sum; and
+// its backward through GELU those of the product then GELU's backward from the pre-activation,
+// with the weight and bias gradients of their own passes. On 1 and 2 threads, across the
+// product's blocks and ragged tiles.
+TEST(FastVsRef, TokenLinearWithItsEpiloguesIsTheProductThenThePasses) {
+  const int64_t in = 49, hidden = 70, C = 2 * 1600 + 37;
+  Rng rng(14);
+  auto x = randn<float>(in * C, rng), W1 = randn<float>(hidden * in, rng, 0.2), b1 = randn<float>(hidden, rng);
+  auto W2 = randn<float>(in * hidden, rng, 0.2), b2 = randn<float>(in, rng);
+  auto res = randn<float>(in * C, rng), dy = randn<float>(in * C, rng);
+  const int threads = omp_get_max_threads();
+  for (const int t : {1, 2}) {
+    SCOPED_TRACE(std::to_string(t) + " threads");
+    omp_set_num_threads(t);
+    // Forward: a = GELU(W1·x + b1), y = res + (W2·a + b2), as passes and as epilogues.
+    std::vector<float> z(hidden * C), a(hidden * C), y(in * C);
+    matmul<float>(false, false, hidden, C, in, W1.data(), in, x.data(), C, 0.f, z.data(), C);
+    row_bias_forward_ref(z.data(), b1.data(), hidden, C);  // one rounding, as the epilogue's
+    gelu_forward(a.data(), z.data(), hidden * C);
+    matmul<float>(false, false, in, C, hidden, W2.data(), hidden, a.data(), C, 0.f, y.data(), C);
+    row_bias_forward_ref(y.data(), b2.data(), in, C);
+    std::vector<float> want_y(in * C);
+    residual_forward(want_y.data(), res.data(), y.data(), static_cast<const float*>(nullptr), in, 1, C);
+    std::vector<float> got_a(hidden * C), slope(hidden * C), got_y(in * C);
+    token_linear_forward(got_a.data(), x.data(), W1.data(), b1.data(), in, hidden, C, Activation::gelu, slope.data());
+    token_linear_forward(got_y.data(), got_a.data(), W2.data(), b2.data(), hidden, in, C, Activation::none,
+                         static_cast<float*>(nullptr), false, res.data());
+    ASSERT_EQ(0, std::memcmp(got_a.data(), a.data(), a.size() * sizeof(float))) << "GELU(W1·x + b1)";
+    ASSERT_EQ(0, std::memcmp(got_y.data(), want_y.data(), y.size() * sizeof(float))) << "res + W2·a + b2";
+    // Backward of the second layer into GELU's input: da = (W2ᵀ·dy) ⊙ GELU'(z).
+    std::vector<float> dW(in * hidden, 0.25f), db(in, 0.5f), da(hidden * C);
+    row_bias_backward(db.data(), dy.data(), in, C);
+    matmul<float>(false, true, in, hidden, C, dy.data(), C, a.data(), C, 1.f, dW.data(), hidden);
+    matmul<float>(true, false, hidden, C, in, W2.data(), hidden, dy.data(), C, 0.f, da.data(), C);
+    gelu_backward_inplace(da.data(), z.data(), hidden * C);
+    std::vector<float> got_dW(in * hidden, 0.25f), got_db(in, 0.5f), got_da(hidden * C);
+    token_linear_backward(got_da.data(), got_dW.data(), got_db.data(), dy.data(), got_a.data(), W2.data(), hidden, in,
+                          C, Activation::gelu, slope.data());
+    EXPECT_EQ(got_da, da) << "the gradient of GELU's input";
+    EXPECT_EQ(got_dW, dW) << "the weight gradient";
+    EXPECT_EQ(got_db, db) << "the bias gradient";
+  }
+  omp_set_num_threads(threads);
 }
 
 // In bf16 precision a layer keeps GELU's slope as bfloat16: the forward stores the float slope

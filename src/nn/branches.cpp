@@ -12,7 +12,6 @@
 #include "ops/column_softmax.h"
 #include "ops/gelu.h"
 #include "ops/linear.h"
-#include "ops/row_bias.h"
 #include "ops/sgu.h"
 #include "ops/sum_normalize.h"
 
@@ -60,6 +59,20 @@ struct LinearParams {
   void forward_adding(T* y, OperandOf<T> x, const T* wt, int64_t M, const T* add) const {
     linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out, Activation::none, static_cast<T*>(nullptr),
                    false, add);
+  }
+  // The layer over tokens: y (out, C) = add + act(W·x + b) with x (in, C), the batch as one matrix
+  // (token_linear_forward); add and slope may be null.
+  template <class T>
+  void forward_over_tokens(T* y, OperandOf<T> x, const T* wt, int64_t C, Activation act = Activation::none,
+                           T* slope = nullptr, bool slope_bf16 = false, const T* add = nullptr) const {
+    token_linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, in, out, C, act, slope, slope_bf16, add);
+  }
+  // Its backward (token_linear_backward): dx (nullptr: not wanted) overwritten.
+  template <class T>
+  void backward_over_tokens(T* dx, const T* dy, OperandOf<T> x, const T* wt, T* g, int64_t C,
+                            Activation act = Activation::none, const T* slope = nullptr,
+                            bool slope_bf16 = false) const {
+    token_linear_backward(dx, g + w, b >= 0 ? g + b : nullptr, dy, x, wt + w, in, out, C, act, slope, slope_bf16);
   }
   std::string emit(OnnxBuilder& g, const std::string& x) const { return g.linear(x, w, b); }
   // dx (nullptr: not wanted) overwritten, or with Write::accumulate added to. With act, x is
@@ -161,42 +174,37 @@ class TokenMlp final : public Branch<T> {
       a.keep(&crstd_, BD);
       if (a.training()) a.temp(&dxt_, d_.N * BD);
     }
-    a.keep(&z_, Tn_ * BD);
+    z_ = nullptr;  // GELU's slope at fc1's output, for backward only
+    if (a.training()) a.keep(&z_, Tn_ * BD);
     a.keep(&a_, Tn_ * BD);
     if (a.training()) a.temp(&da_, Tn_ * BD);
   }
-  // The batch as one (N × B·D) matrix: Z = W1·X + b1, Y = W2·GELU(Z) + b2.
+  // The batch as one (N × B·D) matrix: A = GELU(W1·X + b1), Y = W2·A + b2, each product applying
+  // its bias, GELU and the residual's sum to its blocks (token_linear_forward).
   // Without its own norm over the tokens, xn is fc1's operand only.
   bool multiplies_xn_only() const override { return norm_w_ < 0; }
+  bool adds_residual() const override { return true; }
   void forward(T* y, OperandOf<T> xn, const T* w, int64_t B, const T* add) override {
     GMLP_PROFILE("fwd.token_mlp");
-    GMLP_CHECK(add == nullptr);
     const int64_t N = d_.N, BD = B * d_.D;
     Operand<T> x = xn;
     if (norm_w_ >= 0) {
       column_layernorm_forward(xt_, cmean_, crstd_, xn.data(), w + norm_w_, w + norm_b_, N, BD, T(eps_));
       x = xt_;
     }
-    matmul<T>(false, false, Tn_, BD, N, w + fc1_.w, N, x, BD, T(0), z_, BD);
-    row_bias_forward(z_, w + fc1_.b, Tn_, BD);
-    gelu_forward(a_, z_, Tn_ * BD);
-    matmul<T>(false, false, N, BD, Tn_, w + fc2_.w, Tn_, a_, BD, T(0), y, BD);
-    row_bias_forward(y, w + fc2_.b, N, BD);
+    slope_bf16_ = gelu_slope_bf16<T>();
+    fc1_.forward_over_tokens(a_, x, w, BD, Activation::gelu, z_, slope_bf16_);
+    fc2_.forward_over_tokens(y, Operand<T>(a_), w, BD, Activation::none, static_cast<T*>(nullptr), false, add);
   }
   void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.token_mlp");
-    const int64_t N = d_.N, BD = B * d_.D;
+    const int64_t BD = B * d_.D;
     const Operand<T> x = norm_w_ >= 0 ? Operand<T>(xt_) : xn;
-    row_bias_backward(g + fc2_.b, dy, N, BD);
-    matmul<T>(false, true, N, Tn_, BD, dy, BD, a_, BD, T(1), g + fc2_.w, Tn_);
-    matmul<T>(true, false, Tn_, BD, N, w + fc2_.w, Tn_, dy, BD, T(0), da_, BD);
-    gelu_backward_inplace(da_, z_, Tn_ * BD);
-    row_bias_backward(g + fc1_.b, da_, Tn_, BD);
-    matmul<T>(false, true, Tn_, N, BD, da_, BD, x, BD, T(1), g + fc1_.w, N);
+    fc2_.backward_over_tokens(da_, dy, Operand<T>(a_), w, g, BD, Activation::gelu, z_, slope_bf16_);
     T* dx = norm_w_ >= 0 ? dxt_ : dxn;
-    matmul<T>(true, false, N, BD, Tn_, w + fc1_.w, N, da_, BD, T(0), dx, BD);
+    fc1_.backward_over_tokens(dx, da_, x, w, g, BD);
     if (norm_w_ >= 0)
-      column_layernorm_backward(dxn, g + norm_w_, g + norm_b_, dxt_, xn.data(), cmean_, crstd_, w + norm_w_, N, BD);
+      column_layernorm_backward(dxn, g + norm_w_, g + norm_b_, dxt_, xn.data(), cmean_, crstd_, w + norm_w_, d_.N, BD);
   }
   double flops_per_image() const override { return 4.0 * double(d_.N * Tn_ * d_.D); }
   std::string emit(OnnxBuilder& g, const std::string& xn) const override {
@@ -215,6 +223,7 @@ class TokenMlp final : public Branch<T> {
   LinearParams fc1_, fc2_;
   T *xt_ = nullptr, *cmean_ = nullptr, *crstd_ = nullptr, *dxt_ = nullptr;
   T *z_ = nullptr, *a_ = nullptr, *da_ = nullptr;
+  bool slope_bf16_ = false;  // z_ holds GELU's slope as bfloat16 (gelu_slope_bf16), as the last forward wrote it
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -225,19 +234,14 @@ class TokenLinear final : public Branch<T> {
   void init(T* w, Rng& rng) const override { lin_.init(w, InitStyle::mixer, rng); }
   void lay_out(Arena<T>&, int64_t) override {}
   bool multiplies_xn_only() const override { return true; }
+  bool adds_residual() const override { return true; }
   void forward(T* y, OperandOf<T> xn, const T* w, int64_t B, const T* add) override {
     GMLP_PROFILE("fwd.token_linear");
-    GMLP_CHECK(add == nullptr);
-    const int64_t N = d_.N, BD = B * d_.D;
-    matmul<T>(false, false, N, BD, N, w + lin_.w, N, xn, BD, T(0), y, BD);
-    row_bias_forward(y, w + lin_.b, N, BD);
+    lin_.forward_over_tokens(y, xn, w, B * d_.D, Activation::none, static_cast<T*>(nullptr), false, add);
   }
   void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.token_linear");
-    const int64_t N = d_.N, BD = B * d_.D;
-    row_bias_backward(g + lin_.b, dy, N, BD);
-    matmul<T>(false, true, N, N, BD, dy, BD, xn, BD, T(1), g + lin_.w, N);
-    matmul<T>(true, false, N, BD, N, w + lin_.w, N, dy, BD, T(0), dxn, BD);
+    lin_.backward_over_tokens(dxn, dy, xn, w, g, B * d_.D);
   }
   double flops_per_image() const override { return 2.0 * double(d_.N * d_.N * d_.D); }
   std::string emit(OnnxBuilder& g, const std::string& xn) const override { return g.mix_tokens(xn, lin_.w, lin_.b); }

@@ -9,33 +9,74 @@
 #include "core/matmul.h"
 #include "core/threads.h"
 #include "ops/gelu.h"
+#include "ops/row_bias.h"
 
 namespace gmlp {
 
+namespace {
+
+// Where a layer's bias runs: along each row of its output (one per column: linear_forward), or
+// one per row (token_linear_forward).
+enum class BiasAlong { row, column };
+
+// The epilogue of a layer's product y (rows ld apart), on a block of it: the bias, then with
+// act = gelu the activation (its slope, when given, kept alongside: linear_forward), then a
+// residual's sum add + y. The same bits as passes of their own after the product.
 template <class T>
-void linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t M, int64_t in, int64_t out, Activation act,
-                    T* slope, bool slope_bf16, const T* add) {
+auto layer_output(T* y, int64_t ld, const T* b, BiasAlong along, Activation act, T* slope, bool slope_bf16,
+                  const T* add) {
   GMLP_CHECK(!add || act == Activation::none);
-  const auto apply = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  return [=](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     for (int64_t r = r0; r < r1; ++r) {
-      T* row = y + r * out;
-      if (b) {
+      T* row = y + r * ld;
+      if (b && along == BiasAlong::column) {
+        const T v = b[r];
+#pragma omp simd
+        for (int64_t j = c0; j < c1; ++j) row[j] += v;
+      } else if (b) {
 #pragma omp simd
         for (int64_t j = c0; j < c1; ++j) row[j] += b[j];
       }
       if (act == Activation::gelu)
-        gelu_forward_serial(row + c0, row + c0, c1 - c0, slope ? element(slope, r * out + c0, slope_bf16) : nullptr,
+        gelu_forward_serial(row + c0, row + c0, c1 - c0, slope ? element(slope, r * ld + c0, slope_bf16) : nullptr,
                             slope_bf16);
       if (add) {
-        const T* a = add + r * out;
+        const T* a = add + r * ld;
 #pragma omp simd
         for (int64_t j = c0; j < c1; ++j) row[j] = a[j] + row[j];
       }
     }
   };
+}
+
+// The epilogue of an input gradient's product dx (rows ld apart) whose layer's input was GELU(z):
+// dx ⊙ GELU'(z), by the slope the forward kept (gelu_backward_by_slope's bits).
+template <class T>
+auto gelu_gradient(T* dx, int64_t ld, const T* slope, bool slope_bf16) {
+  return [=](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    for (int64_t r = r0; r < r1; ++r)
+      gelu_backward_by_slope_serial(dx + r * ld + c0, element(slope, r * ld + c0, slope_bf16), c1 - c0, slope_bf16);
+  };
+}
+
+}  // namespace
+
+template <class T>
+void linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t M, int64_t in, int64_t out, Activation act,
+                    T* slope, bool slope_bf16, const T* add) {
+  const auto apply = layer_output(y, out, b, BiasAlong::row, act, slope, slope_bf16, add);
   const gemm::Epilogue epilogue(apply);
   const bool fused = b || act != Activation::none || add;
   matmul<T>(false, true, M, out, in, x, in, W, in, T(0), y, out, fused ? &epilogue : nullptr);
+}
+
+template <class T>
+void token_linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t in, int64_t out, int64_t C,
+                          Activation act, T* slope, bool slope_bf16, const T* add) {
+  const auto apply = layer_output(y, C, b, BiasAlong::column, act, slope, slope_bf16, add);
+  const gemm::Epilogue epilogue(apply);
+  const bool fused = b || act != Activation::none || add;
+  matmul<T>(false, false, out, C, in, W, in, x, C, T(0), y, C, fused ? &epilogue : nullptr);
 }
 
 template <class T>
@@ -55,16 +96,26 @@ void linear_backward(T* dx, T* dW, T* db, OperandOf<T> dy, OperandOf<T> x, const
                      int64_t out, Write dx_write, Activation act, const T* slope, bool slope_bf16) {
   // fwd: y = x·Wᵀ + b  =>  dx += dy·W;  dW += dyᵀ·x;  db += Σ_rows dy
   GMLP_CHECK(act == Activation::none || (dx && slope && dx_write == Write::overwrite));
-  const auto gelu_grad = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    for (int64_t r = r0; r < r1; ++r)
-      gelu_backward_by_slope_serial(dx + r * in + c0, element(slope, r * in + c0, slope_bf16), c1 - c0, slope_bf16);
-  };
+  const auto gelu_grad = gelu_gradient(dx, in, slope, slope_bf16);
   const gemm::Epilogue activation(gelu_grad);
   if (dx)
     matmul<T>(false, false, M, in, out, dy, out, W, in, dx_write == Write::overwrite ? T(0) : T(1), dx, in,
               act == Activation::gelu ? &activation : nullptr);
   matmul<T>(true, false, out, in, M, dy, out, x, in, T(1), dW, in);
   if (db) column_sum_add(db, dy.data(), out, M, out);
+}
+
+template <class T>
+void token_linear_backward(T* dx, T* dW, T* db, const T* dy, OperandOf<T> x, const T* W, int64_t in, int64_t out,
+                           int64_t C, Activation act, const T* slope, bool slope_bf16) {
+  // fwd: y = W·x + b  =>  db += Σ_c dy;  dW += dy·xᵀ;  dx = Wᵀ·dy (⊙ GELU's slope)
+  GMLP_CHECK(act == Activation::none || (dx && slope));
+  if (db) row_bias_backward(db, dy, out, C);
+  matmul<T>(false, true, out, in, C, dy, C, x, C, T(1), dW, in);
+  const auto gelu_grad = gelu_gradient(dx, C, slope, slope_bf16);
+  const gemm::Epilogue activation(gelu_grad);
+  if (dx)
+    matmul<T>(true, false, in, C, out, W, in, dy, C, T(0), dx, C, act == Activation::gelu ? &activation : nullptr);
 }
 
 template <class T>
@@ -95,6 +146,10 @@ void linear_backward_ref(T* dx, T* dW, T* db, const T* dy, const T* x, const T* 
                                   const T*);                                                                           \
   template void linear_backward<T>(T*, T*, T*, Operand<T>, Operand<T>, const T*, int64_t, int64_t, int64_t, Write,     \
                                    Activation, const T*, bool);                                                        \
+  template void token_linear_forward<T>(T*, Operand<T>, const T*, const T*, int64_t, int64_t, int64_t, Activation, T*, \
+                                        bool, const T*);                                                               \
+  template void token_linear_backward<T>(T*, T*, T*, const T*, Operand<T>, const T*, int64_t, int64_t, int64_t,        \
+                                         Activation, const T*, bool);                                                  \
   template void linear_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                    \
   template void linear_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);           \
   template void column_sum_add<T>(T*, const T*, int64_t, int64_t, int64_t);

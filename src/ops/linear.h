@@ -42,6 +42,23 @@ void linear_backward(T* dx, T* dW, T* db, OperandOf<T> dy, OperandOf<T> x, const
                      int64_t out, Write dx_write = Write::accumulate, Activation act = Activation::none,
                      const T* slope = nullptr, bool slope_bf16 = false);
 
+// The same layer over tokens, for the token-mixing layers that multiply the batch as one matrix
+// (MLP-Mixer's token MLP, ResMLP's linear over tokens, the feed-forward-only model):
+// y = W·x + b with one bias per output row, broadcast along it (ops/row_bias.h), the bias, GELU
+// with its slope, and a residual's sum applied by the product as linear_forward's are.
+// y, slope, add: (out, C) overwritten; x: (in, C), may be stored as bf16; W: (out, in); b: (out).
+template <class T>
+void token_linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t in, int64_t out, int64_t C,
+                          Activation act = Activation::none, T* slope = nullptr, bool slope_bf16 = false,
+                          const T* add = nullptr);
+// Accumulates dW += dy·xᵀ and db += Σ_c dy (row_bias_backward's bits); dx = Wᵀ·dy overwritten
+// (skipped when nullptr), or with act = gelu, x being GELU(z) and slope GELU'(z)
+// (token_linear_forward's), dx = (Wᵀ·dy) ⊙ slope, fused into the product.
+template <class T>
+void token_linear_backward(T* dx, T* dW, T* db, const T* dy, OperandOf<T> x, const T* W, int64_t in, int64_t out,
+                           int64_t C, Activation act = Activation::none, const T* slope = nullptr,
+                           bool slope_bf16 = false);
+
 // Plain loops, the reference the fast versions are held to.
 template <class T>
 void linear_forward_ref(T* y, const T* x, const T* W, const T* b, int64_t M, int64_t in, int64_t out);

@@ -3,16 +3,6 @@
 namespace gmlp {
 
 template <class T>
-void row_bias_forward(T* y, const T* b, int64_t N, int64_t cols) {
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) {
-    const T v = b[n];
-#pragma omp simd
-    for (int64_t c = 0; c < cols; ++c) y[n * cols + c] += v;
-  }
-}
-
-template <class T>
 void row_bias_backward(T* db, const T* dy, int64_t N, int64_t cols) {
   // fwd: y[n, c] += b[n]  =>  db[n] += Σ_c dy[n, c]
 #pragma omp parallel for schedule(static)
@@ -40,7 +30,6 @@ void row_bias_backward_ref(T* db, const T* dy, int64_t N, int64_t cols) {
 }
 
 #define GMLP_INSTANTIATE(T)                                              \
-  template void row_bias_forward<T>(T*, const T*, int64_t, int64_t);     \
   template void row_bias_backward<T>(T*, const T*, int64_t, int64_t);    \
   template void row_bias_forward_ref<T>(T*, const T*, int64_t, int64_t); \
   template void row_bias_backward_ref<T>(T*, const T*, int64_t, int64_t);
