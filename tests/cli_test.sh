@@ -93,6 +93,18 @@ else
 fi
 [ "$(wc -l <"$WORK/split/metrics.jsonl")" -eq 3 ] && ok "resumed metrics.jsonl has 3 epochs" || bad "resumed metrics.jsonl"
 ls "$WORK/full"/*.tmp* >/dev/null 2>&1 && bad "temporary files left behind" || ok "no temporary files left behind"
+# bf16 end to end, emulated where the CPU has no bf16 (GMLP_TEST_BF16_EMULATED): the loss falls,
+# and resume equals an uninterrupted run byte for byte.
+bf16() { GMLP_TEST_BF16_EMULATED=1 "$GMLP" train --precision bf16 --preset fmnist-ti --train-limit 1000 --eval-limit 200 --batch-size 100 --seed 7 --threads 2 "$@"; }
+if bf16 --epochs 2 --out "$WORK/bf16_full" >/dev/null 2>"$WORK/bf16.log" &&
+   grep -q "^gmlp: training .*, bf16$" "$WORK/bf16.log" &&
+   bf16 --epochs 1 --out "$WORK/bf16_split" >/dev/null 2>>"$WORK/bf16.log" &&
+   GMLP_TEST_BF16_EMULATED=1 "$GMLP" train --resume "$WORK/bf16_split" --epochs 2 --threads 2 >/dev/null 2>>"$WORK/bf16.log" &&
+   cmp -s "$WORK/bf16_full/checkpoint.safetensors" "$WORK/bf16_split/checkpoint.safetensors" &&
+   cmp -s "$WORK/bf16_full/train_state.safetensors" "$WORK/bf16_split/train_state.safetensors" &&
+   python3 -c 'import json, sys; r = [json.loads(l) for l in open(sys.argv[1])]; sys.exit(not r[1]["train_loss"] < r[0]["train_loss"])' "$WORK/bf16_full/metrics.jsonl"
+then ok "train --precision bf16: the loss falls, resume equals an uninterrupted run"
+else bad "train --precision bf16: $(tail -3 "$WORK/bf16.log")"; fi
 # --grad-accum: each step's batch as micro-batches. It is recorded, kept by --resume, and
 # resuming still ends on the uninterrupted run's bytes.
 acc() { "$GMLP" train --preset fmnist-ti --train-limit 800 --batch-size 100 --grad-accum 4 --eval-limit 200 --seed 7 --threads 2 "$@"; }

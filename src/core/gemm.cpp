@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -461,7 +462,12 @@ void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int6
 }
 
 Bf16Kernel g_bf16_kernel = Bf16Kernel::automatic;
-bool g_bf16_emulated = false;
+// Off unless set_bf16_emulated turns it on, or the environment does for a whole process: with
+// GMLP_TEST_BF16_EMULATED=1 the command-line tests run bf16 end to end on any CPU.
+bool g_bf16_emulated = [] {
+  const char* v = std::getenv("GMLP_TEST_BF16_EMULATED");
+  return v && std::string_view(v) == "1";
+}();
 
 // f(format) for the bf16 format of `kernel`.
 template <class F>

@@ -64,8 +64,9 @@ bool bf16_available();
 // instruction in portable code (Bf16Kernel::amx_emulated), packed and rounded by portable code
 // that gives the words the instructions give. So the bf16 paths of the products and of every op
 // that stores bf16 run, and are tested, on any CPU; at a small fraction of fp32's speed, so no
-// precision a user asks for picks it (matmul.h's cpu_has_bf16 stays false). Off by default; on a
-// CPU with AVX512-BF16 it changes nothing.
+// precision a user asks for picks it (matmul.h's cpu_has_bf16 stays false). Off by default
+// (GMLP_TEST_BF16_EMULATED=1 in the environment turns it on for a process, and --precision bf16
+// then runs emulated); on a CPU with AVX512-BF16 it changes nothing.
 void set_bf16_emulated(bool on);
 // Whether bf16gemm can run on AMX's tiles: the CPU has AMX-BF16 (and AVX512-BF16, which packs the
 // panels) and Linux grants this process the tile state.

@@ -87,8 +87,13 @@ Precision use_precision(const std::string& name) {
   else
     fail("unknown precision '", name, "': expected f32, bf16 or auto");
   if (p == Precision::bf16 && !cpu_has_bf16()) {
-    std::fprintf(stderr, "gmlp: notice: this CPU has no native bf16 (AVX512-BF16 or AMX); using f32\n");
-    p = Precision::f32;
+    if (gemm::bf16_available()) {  // the tests' emulation (gemm::set_bf16_emulated)
+      std::fprintf(stderr,
+                   "gmlp: notice: this CPU has no native bf16; bf16 runs emulated (for tests), slower than f32\n");
+    } else {
+      std::fprintf(stderr, "gmlp: notice: this CPU has no native bf16 (AVX512-BF16 or AMX); using f32\n");
+      p = Precision::f32;
+    }
   }
   set_matmul_precision(p);
   return p;

@@ -32,7 +32,8 @@ bool cpu_has_bf16();
 // default; and where AMX is refused, its CPUs' vdpbf16ps runs at half the fp32 FMA's rate).
 Precision auto_precision();
 // Parses "f32", "bf16" or "auto" (throws gmlp::Error otherwise) and makes it the matmul precision;
-// bf16 on a CPU without native support falls back to f32 with a notice on stderr. Returns what is used.
+// bf16 on a CPU without native support falls back to f32 with a notice on stderr (unless the tests'
+// emulation is on: gemm::set_bf16_emulated). Returns what is used.
 Precision use_precision(const std::string& name);
 const char* precision_name(Precision p);
 
