@@ -15,21 +15,20 @@ namespace gmlp {
 
 namespace {
 
-// Where a layer's bias runs: along each row of its output (one per column: linear_forward), or
-// one per row (token_linear_forward).
-enum class BiasAlong { row, column };
+// Which elements of a layer's output share a bias: those of a column (linear_forward's b[j]), or
+// those of a row (token_linear_forward's b[r]).
+enum class BiasPer { column, row };
 
 // The epilogue of a layer's product y (rows ld apart), on a block of it: the bias, then with
 // act = gelu the activation (its slope, when given, kept alongside: linear_forward), then a
 // residual's sum add + y. The same bits as passes of their own after the product.
 template <class T>
-auto layer_output(T* y, int64_t ld, const T* b, BiasAlong along, Activation act, T* slope, bool slope_bf16,
-                  const T* add) {
+auto layer_output(T* y, int64_t ld, const T* b, BiasPer per, Activation act, T* slope, bool slope_bf16, const T* add) {
   GMLP_CHECK(!add || act == Activation::none);
   return [=](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     for (int64_t r = r0; r < r1; ++r) {
       T* row = y + r * ld;
-      if (b && along == BiasAlong::column) {
+      if (b && per == BiasPer::row) {
         const T v = b[r];
 #pragma omp simd
         for (int64_t j = c0; j < c1; ++j) row[j] += v;
@@ -64,7 +63,7 @@ auto gelu_gradient(T* dx, int64_t ld, const T* slope, bool slope_bf16) {
 template <class T>
 void linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t M, int64_t in, int64_t out, Activation act,
                     T* slope, bool slope_bf16, const T* add) {
-  const auto apply = layer_output(y, out, b, BiasAlong::row, act, slope, slope_bf16, add);
+  const auto apply = layer_output(y, out, b, BiasPer::column, act, slope, slope_bf16, add);
   const gemm::Epilogue epilogue(apply);
   const bool fused = b || act != Activation::none || add;
   matmul<T>(false, true, M, out, in, x, in, W, in, T(0), y, out, fused ? &epilogue : nullptr);
@@ -73,7 +72,7 @@ void linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t M, int
 template <class T>
 void token_linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t in, int64_t out, int64_t C,
                           Activation act, T* slope, bool slope_bf16, const T* add) {
-  const auto apply = layer_output(y, C, b, BiasAlong::column, act, slope, slope_bf16, add);
+  const auto apply = layer_output(y, C, b, BiasPer::row, act, slope, slope_bf16, add);
   const gemm::Epilogue epilogue(apply);
   const bool fused = b || act != Activation::none || add;
   matmul<T>(false, false, out, C, in, W, in, x, C, T(0), y, C, fused ? &epilogue : nullptr);
