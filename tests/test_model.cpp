@@ -469,18 +469,30 @@ TEST_P(Invariance, SaveLoadGivesIdenticalLogits) {
   for (int64_t i = 0; i < B * K; ++i) ASSERT_EQ(after[i], before[i]) << "logit " << i;
 }
 
-TEST(Bf16, ModelTracksF32) {
+TEST_P(Invariance, Bf16TracksF32) {
   // bf16 rounds each operand's mantissa to 8 bits (relative error ≤ 2^-9), so logits and
-  // gradients move by about a percent; what must hold is that they still point the same way.
+  // gradients move by about a percent; what must hold is that they still point the same way, as
+  // far as the model's own sensitivity lets them: its f32 gradients with every weight perturbed by
+  // a rounding's size bound how far a correct bf16 run may stray. Most kinds barely move, and the
+  // bar is a cosine of 0.999; the CNN at random weights (its ReLUs and batch statistics) moves by
+  // 0.7 % under the weights' perturbation alone, and bf16, which rounds its activations too, by
+  // about twice that.
   if (!gemm::bf16_available()) GTEST_SKIP() << "no bf16 product on this CPU";
-  RandomCase rc(35, 8);
+  RandomCase rc(35, 8, GetParam());
   auto& [mp, m, images, labels] = rc;
   const FloatRun f32 = run_float(m, images, labels);
+  const std::vector<float> weights(m.weights(), m.weights() + m.num_params());
+  Rng noise(36);
+  for (int64_t i = 0; i < m.num_params(); ++i) m.weights()[i] = weights[i] * float(1 + noise.uniform(-1, 1) * 0x1p-9);
+  const FloatRun perturbed = run_float(m, images, labels);
+  std::copy(weights.begin(), weights.end(), m.weights());
   set_matmul_precision(Precision::bf16);
   const FloatRun bf16 = run_float(m, images, labels);
   set_matmul_precision(Precision::f32);
   EXPECT_TRUE(close("logits", bf16.logits, f32.logits, 0.05));
-  EXPECT_GT(test::cosine(f32.grads, bf16.grads), 0.999) << "cosine similarity of the gradients";
+  const double sensitivity = 1 - test::cosine(f32.grads, perturbed.grads);
+  EXPECT_LT(1 - test::cosine(f32.grads, bf16.grads), std::max(1e-3, 4 * sensitivity))
+      << "1 - cosine similarity of the gradients; f32's under the weights' perturbation: " << sensitivity;
   EXPECT_FALSE(close("logits", bf16.logits, f32.logits, 1e-6)) << "bf16 must actually round";
 }
 

@@ -283,7 +283,7 @@ TEST_P(TextKind, BatchEqualsRowsOneAtATime) {
 }
 
 // bf16 precision on every text kind (padding masks, relative positions, segments): the [CLS]
-// logits and the masked-token gradients track f32's at the bar of Bf16.ModelTracksF32, and
+// logits and the masked-token gradients track f32's at the bar of Invariance.Bf16TracksF32, and
 // storing the activations that only products read as bfloat16 (bf16_activations()) keeps every
 // bit of them.
 TEST_P(TextKind, Bf16TracksF32AndStoredActivationsKeepTheBits) {
