@@ -116,8 +116,9 @@ class Gemm : public ::testing::TestWithParam<Format> {
   void SetUp() override {
     if (GetParam() == Format::f32 && !gemm::available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
     if (GetParam() != Format::f32 && !gemm::bf16_available()) GTEST_SKIP() << "no bf16 product on this CPU";
-    if (GetParam() == Format::bf16 && !cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
-    if (GetParam() == Format::bf16) gemm::set_bf16_kernel(gemm::Bf16Kernel::avx512_bf16);
+    if (GetParam() == Format::bf16)
+      gemm::set_bf16_kernel(cpu_features().avx512_bf16 ? gemm::Bf16Kernel::avx512_bf16
+                                                       : gemm::Bf16Kernel::avx512_bf16_emulated);
     if (GetParam() == Format::amx)
       gemm::set_bf16_kernel(gemm::amx_available() ? gemm::Bf16Kernel::amx : gemm::Bf16Kernel::amx_emulated);
   }
@@ -331,6 +332,14 @@ TEST(Bf16Storage, PortablePackingGivesTheWordsOfTheInstructions) {
       gemm::pack_a_amx(native.data(), m16.data(), rs, cs, rows, kc);
       gemm::portable::pack_a_amx(portable.data(), m16.data(), rs, cs, rows, kc);
       EXPECT_EQ(native, portable) << "A from bfloat16";
+      const size_t panels_size = size_t((rows + gemm::kMRBf16 - 1) / gemm::kMRBf16 * gemm::kMRBf16 * ((kc + 1) / 2));
+      native.assign(panels_size, 1), portable.assign(panels_size, 2);
+      gemm::pack_a_bf16(native.data(), m.data(), rs, cs, rows, kc);
+      gemm::portable::pack_a_bf16(portable.data(), m.data(), rs, cs, rows, kc);
+      EXPECT_EQ(native, portable) << "AVX512-BF16's A panels from floats";
+      gemm::pack_a_bf16(native.data(), m16.data(), rs, cs, rows, kc);
+      gemm::portable::pack_a_bf16(portable.data(), m16.data(), rs, cs, rows, kc);
+      EXPECT_EQ(native, portable) << "AVX512-BF16's A panels from bfloat16";
       const int64_t cols = std::min<int64_t>(rows, gemm::kNRBf16);  // op(B) is kc × cols
       native.assign(b_size, 1), portable.assign(b_size, 2);
       gemm::pack_b_bf16(native.data(), m.data(), cs, rs, kc, cols);
@@ -379,14 +388,14 @@ void expect_stored_operands_give_the_bits_of_floats() {
 // bf16gemm on the floats it was rounded from, for A, B or both, in every transposition, across
 // the blocks and at the edges (odd depths, partial panels), packed or (rows of A, even strides
 // and depths, more rows than a block) read in place; the stored operands' padding is NaN. On
-// AVX512-BF16's kernel (where the CPU has it) and on AMX's (emulated where the CPU has no AMX).
+// AVX512-BF16's kernel and on AMX's, each emulated where the CPU has not got it.
 TEST(Bf16Storage, StoredOperandsGiveTheBitsOfRoundingWhilePacking) {
   if (!gemm::bf16_available()) GTEST_SKIP() << "no bf16 product on this CPU";
-  std::vector<gemm::Bf16Kernel> kernels{gemm::amx_available() ? gemm::Bf16Kernel::amx : gemm::Bf16Kernel::amx_emulated};
-  if (cpu_features().avx512_bf16) kernels.push_back(gemm::Bf16Kernel::avx512_bf16);
-  for (const gemm::Bf16Kernel kernel : kernels) {
-    SCOPED_TRACE(kernel == gemm::Bf16Kernel::avx512_bf16 ? "avx512_bf16" : "amx");
+  for (const gemm::Bf16Kernel kernel :
+       {cpu_features().avx512_bf16 ? gemm::Bf16Kernel::avx512_bf16 : gemm::Bf16Kernel::avx512_bf16_emulated,
+        gemm::amx_available() ? gemm::Bf16Kernel::amx : gemm::Bf16Kernel::amx_emulated}) {
     gemm::set_bf16_kernel(kernel);
+    SCOPED_TRACE(gemm::bf16_kernel_name());
     expect_stored_operands_give_the_bits_of_floats();
   }
   gemm::set_bf16_kernel(gemm::Bf16Kernel::automatic);

@@ -179,6 +179,7 @@ struct F32 {
 struct Bf16 {
   using Word = uint32_t;
   static constexpr int64_t mr = kMRBf16, kc = 2 * kKC;
+  bool emulated;  // its tiles in portable code (gemm_emulated.cpp)
   static constexpr bool kReadsInPlace = true;
   static constexpr bool kSumsOntoC = false;
   // Rows of bfloat16 are already pair words, when each row starts on a pair word (an aligned start,
@@ -186,23 +187,33 @@ struct Bf16 {
   static bool direct(const View& a, int64_t lda, int64_t K) {
     return a.cs == 1 && a.bf16 && reinterpret_cast<uintptr_t>(a.p) % 4 == 0 && lda % 2 == 0 && K % 2 == 0;
   }
-  static void tile_direct(int64_t kc, const View& a, int64_t i, const uint32_t* b, float* c, int64_t ldc,
-                          bool accumulate) {
-    tile_direct_bf16(words(kc), reinterpret_cast<const uint32_t*>(a.h() + i * a.rs), a.rs / 2, b, c, ldc, accumulate);
+  void tile_direct(int64_t kc, const View& a, int64_t i, const uint32_t* b, float* c, int64_t ldc,
+                   bool accumulate) const {
+    (emulated ? tile_direct_bf16_emulated : tile_direct_bf16)(
+        words(kc), reinterpret_cast<const uint32_t*>(a.h() + i * a.rs), a.rs / 2, b, c, ldc, accumulate);
   }
   static int64_t nr() { return kNRBf16; }
   static int64_t words(int64_t kc) { return (kc + 1) / 2; }
+  // Packed with AVX512-BF16 where the CPU has it, else in portable code (the same words).
   static void pack_a(uint32_t* dst, View a, int64_t rows, int64_t kc) {
-    a.bf16 ? pack_a_bf16(dst, a.h(), a.rs, a.cs, rows, kc) : pack_a_bf16(dst, a.f(), a.rs, a.cs, rows, kc);
+    if (!native_bf16())
+      a.bf16 ? portable::pack_a_bf16(dst, a.h(), a.rs, a.cs, rows, kc)
+             : portable::pack_a_bf16(dst, a.f(), a.rs, a.cs, rows, kc);
+    else
+      a.bf16 ? pack_a_bf16(dst, a.h(), a.rs, a.cs, rows, kc) : pack_a_bf16(dst, a.f(), a.rs, a.cs, rows, kc);
   }
   static void pack_b(uint32_t* dst, View b, int64_t kc, int64_t cols) {
-    b.bf16 ? pack_b_bf16(dst, b.h(), b.rs, b.cs, kc, cols) : pack_b_bf16(dst, b.f(), b.rs, b.cs, kc, cols);
+    if (!native_bf16())
+      b.bf16 ? portable::pack_b_bf16(dst, b.h(), b.rs, b.cs, kc, cols)
+             : portable::pack_b_bf16(dst, b.f(), b.rs, b.cs, kc, cols);
+    else
+      b.bf16 ? pack_b_bf16(dst, b.h(), b.rs, b.cs, kc, cols) : pack_b_bf16(dst, b.f(), b.rs, b.cs, kc, cols);
   }
-  static void tile(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
-    tile_bf16(words(kc), a, b, c, ldc, accumulate);
+  void tile(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) const {
+    (emulated ? tile_bf16_emulated : tile_bf16)(words(kc), a, b, c, ldc, accumulate);
   }
-  static void tile_rows(int rows, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc) {
-    tile_rows_bf16(rows, words(kc), a, b, c, ldc);
+  void tile_rows(int rows, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc) const {
+    (emulated ? tile_rows_bf16_emulated : tile_rows_bf16)(rows, words(kc), a, b, c, ldc);
   }
   static void begin() {}
   static void end() {}
@@ -222,8 +233,8 @@ struct Amx {
   static constexpr bool kSumsOntoC = true;
   static int64_t nr() { return kNRBf16; }
   static int64_t words(int64_t kc) { return round_up((kc + 1) / 2, kAmxPairs); }
-  // The emulated kernel packs with AVX512-BF16 where the CPU has it (so those packers are tested
-  // against the tile's emulation), else in portable code.
+  // Packed with AVX512-BF16 where the CPU has it (so that the emulated tile tests those packers
+  // too), else in portable code.
   static void pack_a(uint32_t* dst, View a, int64_t rows, int64_t kc) {
     if (!native_bf16())
       a.bf16 ? portable::pack_a_amx(dst, a.h(), a.rs, a.cs, rows, kc)
@@ -232,11 +243,7 @@ struct Amx {
       a.bf16 ? pack_a_amx(dst, a.h(), a.rs, a.cs, rows, kc) : pack_a_amx(dst, a.f(), a.rs, a.cs, rows, kc);
   }
   static void pack_b(uint32_t* dst, View b, int64_t kc, int64_t cols) {
-    if (!native_bf16())
-      b.bf16 ? portable::pack_b_bf16(dst, b.h(), b.rs, b.cs, kc, cols)
-             : portable::pack_b_bf16(dst, b.f(), b.rs, b.cs, kc, cols);
-    else
-      Bf16::pack_b(dst, b, kc, cols);
+    Bf16::pack_b(dst, b, kc, cols);
     const int64_t pairs = (kc + 1) / 2;
     std::memset(dst + pairs * kNRBf16, 0, size_t((words(kc) - pairs) * kNRBf16) * sizeof(uint32_t));
   }
@@ -472,8 +479,8 @@ bool g_bf16_emulated = [] {
 // f(format) for the bf16 format of `kernel`.
 template <class F>
 void with_bf16_format(Bf16Kernel kernel, F&& f) {
-  if (kernel == Bf16Kernel::avx512_bf16)
-    f(Bf16{});
+  if (kernel == Bf16Kernel::avx512_bf16 || kernel == Bf16Kernel::avx512_bf16_emulated)
+    f(Bf16{kernel == Bf16Kernel::avx512_bf16_emulated});
   else
     f(Amx{kernel == Bf16Kernel::amx_emulated});
 }
@@ -500,6 +507,7 @@ const char* bf16_kernel_name() {
   switch (bf16_kernel()) {
     case Bf16Kernel::amx: return "amx";
     case Bf16Kernel::amx_emulated: return "amx (emulated)";
+    case Bf16Kernel::avx512_bf16_emulated: return "avx512_bf16 (emulated)";
     default: return "avx512_bf16";
   }
 }

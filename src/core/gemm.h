@@ -72,10 +72,10 @@ void set_bf16_emulated(bool on);
 // panels) and Linux grants this process the tile state.
 bool amx_available();
 // The kernel bf16gemm multiplies with. automatic: AMX where amx_available(), else AVX512-BF16,
-// else (set_bf16_emulated) amx_emulated. amx_emulated runs the AMX product's packing and blocking
-// with its tile instruction in portable code, so that a CPU without AMX tests them; it is for
-// tests, and slow. avx512_bf16 needs the CPU's AVX512-BF16.
-enum class Bf16Kernel { automatic, avx512_bf16, amx, amx_emulated };
+// else (set_bf16_emulated) amx_emulated. amx_emulated and avx512_bf16_emulated run the AMX or the
+// AVX512-BF16 product's packing and blocking with its tile instruction in portable code, so that a
+// CPU without it tests them; they are for tests, and slow. avx512_bf16 needs the CPU's AVX512-BF16.
+enum class Bf16Kernel { automatic, avx512_bf16, amx, amx_emulated, avx512_bf16_emulated };
 void set_bf16_kernel(Bf16Kernel k);
 Bf16Kernel bf16_kernel();  // the kernel in use (never automatic)
 const char* bf16_kernel_name();

@@ -94,6 +94,14 @@ void tile_rows_bf16(int rows, int64_t pairs, const uint32_t* a, const uint32_t* 
 // from floats (rounded here) or from bfloat16.
 void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
 void pack_a_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
+// The three tiles in portable code (gemm_emulated.cpp), in vdpbf16ps's order (each pair's odd
+// depth's product, then the even's; the pairs in order), C added to the finished sums as above:
+// the AVX512-BF16 product's packing and blocking, testable on a CPU without it. To rounding, not to
+// the bit, as the AMX tile's emulation (below).
+void tile_bf16_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate);
+void tile_direct_bf16_emulated(int64_t pairs, const uint32_t* a, int64_t lda, const uint32_t* b, float* c, int64_t ldc,
+                               bool accumulate);
+void tile_rows_bf16_emulated(int rows, int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc);
 // Depth [0, kc) × columns [0, cols) of op(B), element (k, j) at src[k·rs + j·cs], cols ≤ NR, as one panel.
 void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
 void pack_b_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
@@ -127,10 +135,12 @@ void pack_a_amx(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int6
 void round_to_bf16_avx512(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum);
 void round_to_bf16_avx512(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum);
 
-// The AMX format's packing and gemm::round_to_bf16 in portable code (gemm_emulated.cpp), for the
-// emulated kernel on a CPU without AVX512-BF16: the same words as the functions of those names
+// The formats' packing and gemm::round_to_bf16 in portable code (gemm_emulated.cpp), for the
+// emulated kernels on a CPU without AVX512-BF16: the same words as the functions of those names
 // above, rounding as vcvtne2ps2bf16 does (float_to_bf16_daz).
 namespace portable {
+void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
+void pack_a_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
 void pack_a_amx(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
 void pack_a_amx(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
 void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
