@@ -93,6 +93,11 @@ struct View {
     const int64_t i = r * rs + c * cs;
     return View{bf16 ? static_cast<const void*>(h() + i) : static_cast<const void*>(f() + i), rs, cs, bf16};
   }
+  // f(its elements as stored): bfloat16 or floats, for code written over both.
+  template <class F>
+  void visit(F&& with) const {
+    bf16 ? with(h()) : with(f());
+  }
 };
 
 // Rows [0, rows) × depth [0, kc) of op(A) into MR-row panels: panel t holds a[k·MR + i] for its
@@ -196,18 +201,16 @@ struct Bf16 {
   static int64_t words(int64_t kc) { return (kc + 1) / 2; }
   // Packed with AVX512-BF16 where the CPU has it, else in portable code (the same words).
   static void pack_a(uint32_t* dst, View a, int64_t rows, int64_t kc) {
-    if (!native_bf16())
-      a.bf16 ? portable::pack_a_bf16(dst, a.h(), a.rs, a.cs, rows, kc)
-             : portable::pack_a_bf16(dst, a.f(), a.rs, a.cs, rows, kc);
-    else
-      a.bf16 ? pack_a_bf16(dst, a.h(), a.rs, a.cs, rows, kc) : pack_a_bf16(dst, a.f(), a.rs, a.cs, rows, kc);
+    a.visit([&](const auto* src) {
+      native_bf16() ? pack_a_bf16(dst, src, a.rs, a.cs, rows, kc)
+                    : portable::pack_a_bf16(dst, src, a.rs, a.cs, rows, kc);
+    });
   }
   static void pack_b(uint32_t* dst, View b, int64_t kc, int64_t cols) {
-    if (!native_bf16())
-      b.bf16 ? portable::pack_b_bf16(dst, b.h(), b.rs, b.cs, kc, cols)
-             : portable::pack_b_bf16(dst, b.f(), b.rs, b.cs, kc, cols);
-    else
-      b.bf16 ? pack_b_bf16(dst, b.h(), b.rs, b.cs, kc, cols) : pack_b_bf16(dst, b.f(), b.rs, b.cs, kc, cols);
+    b.visit([&](const auto* src) {
+      native_bf16() ? pack_b_bf16(dst, src, b.rs, b.cs, kc, cols)
+                    : portable::pack_b_bf16(dst, src, b.rs, b.cs, kc, cols);
+    });
   }
   void tile(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) const {
     (emulated ? tile_bf16_emulated : tile_bf16)(words(kc), a, b, c, ldc, accumulate);
@@ -236,11 +239,9 @@ struct Amx {
   // Packed with AVX512-BF16 where the CPU has it (so that the emulated tile tests those packers
   // too), else in portable code.
   static void pack_a(uint32_t* dst, View a, int64_t rows, int64_t kc) {
-    if (!native_bf16())
-      a.bf16 ? portable::pack_a_amx(dst, a.h(), a.rs, a.cs, rows, kc)
-             : portable::pack_a_amx(dst, a.f(), a.rs, a.cs, rows, kc);
-    else
-      a.bf16 ? pack_a_amx(dst, a.h(), a.rs, a.cs, rows, kc) : pack_a_amx(dst, a.f(), a.rs, a.cs, rows, kc);
+    a.visit([&](const auto* src) {
+      native_bf16() ? pack_a_amx(dst, src, a.rs, a.cs, rows, kc) : portable::pack_a_amx(dst, src, a.rs, a.cs, rows, kc);
+    });
   }
   static void pack_b(uint32_t* dst, View b, int64_t kc, int64_t cols) {
     Bf16::pack_b(dst, b, kc, cols);

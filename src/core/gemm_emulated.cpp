@@ -88,8 +88,24 @@ inline uint32_t pair_word(const Src* x, int64_t step, int64_t p, int64_t kc) {
   return even | odd << 16;
 }
 
+inline float value(float x) { return x; }
+inline float value(uint16_t x) { return bf16_to_float(x); }
+
+}  // namespace
+
+namespace portable {
+
 template <class Src>
-void pack_a(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
+void pack_a_bf16(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
+  const int64_t pairs = (kc + 1) / 2;
+  for (int64_t t = 0; t < rows; t += kMRBf16, dst += kMRBf16 * pairs)
+    for (int64_t p = 0; p < pairs; ++p)
+      for (int64_t i = 0; i < kMRBf16; ++i)
+        dst[p * kMRBf16 + i] = t + i < rows ? pair_word(src + (t + i) * rs, cs, p, kc) : 0;
+}
+
+template <class Src>
+void pack_a_amx(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
   const int64_t pairs = (kc + 1) / 2, words = (pairs + kAmxPairs - 1) / kAmxPairs * kAmxPairs;
   for (int64_t t = 0; t < rows; t += kMRAmx, dst += kMRAmx * words)
     for (int64_t i = 0; i < kMRAmx; ++i) {
@@ -99,25 +115,13 @@ void pack_a(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t rows,
 }
 
 template <class Src>
-void pack_a_panels(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
-  const int64_t pairs = (kc + 1) / 2;
-  for (int64_t t = 0; t < rows; t += kMRBf16, dst += kMRBf16 * pairs)
-    for (int64_t p = 0; p < pairs; ++p)
-      for (int64_t i = 0; i < kMRBf16; ++i)
-        dst[p * kMRBf16 + i] = t + i < rows ? pair_word(src + (t + i) * rs, cs, p, kc) : 0;
-}
-
-template <class Src>
-void pack_b(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
+void pack_b_bf16(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
   for (int64_t p = 0; p < (kc + 1) / 2; ++p)
     for (int64_t j = 0; j < kNRBf16; ++j) dst[p * kNRBf16 + j] = j < cols ? pair_word(src + j * cs, rs, p, kc) : 0;
 }
 
-inline float value(float x) { return x; }
-inline float value(uint16_t x) { return bf16_to_float(x); }
-
 template <class Scale>
-void round_rows(uint16_t* dst, const float* src, int64_t n, const Scale* scale, float* sum) {
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const Scale* scale, float* sum) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = scale ? src[i] * value(scale[i]) : src[i];
     if (sum) sum[i] += x;
@@ -125,33 +129,15 @@ void round_rows(uint16_t* dst, const float* src, int64_t n, const Scale* scale, 
   }
 }
 
-}  // namespace
+#define GMLP_INSTANTIATE(S)                                                              \
+  template void pack_a_bf16<S>(uint32_t*, const S*, int64_t, int64_t, int64_t, int64_t); \
+  template void pack_a_amx<S>(uint32_t*, const S*, int64_t, int64_t, int64_t, int64_t);  \
+  template void pack_b_bf16<S>(uint32_t*, const S*, int64_t, int64_t, int64_t, int64_t); \
+  template void round_to_bf16<S>(uint16_t*, const float*, int64_t, const S*, float*);
+GMLP_INSTANTIATE(float)
+GMLP_INSTANTIATE(uint16_t)
+#undef GMLP_INSTANTIATE
 
-namespace portable {
-void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
-  pack_a_panels(dst, src, rs, cs, rows, kc);
-}
-void pack_a_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
-  pack_a_panels(dst, src, rs, cs, rows, kc);
-}
-void pack_a_amx(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
-  pack_a(dst, src, rs, cs, rows, kc);
-}
-void pack_a_amx(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
-  pack_a(dst, src, rs, cs, rows, kc);
-}
-void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
-  pack_b(dst, src, rs, cs, kc, cols);
-}
-void pack_b_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
-  pack_b(dst, src, rs, cs, kc, cols);
-}
-void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum) {
-  round_rows(dst, src, n, scale, sum);
-}
-void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum) {
-  round_rows(dst, src, n, scale, sum);
-}
 }  // namespace portable
 
 }  // namespace gmlp::gemm

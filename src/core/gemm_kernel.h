@@ -139,14 +139,15 @@ void round_to_bf16_avx512(uint16_t* dst, const float* src, int64_t n, const uint
 // emulated kernels on a CPU without AVX512-BF16: the same words as the functions of those names
 // above, rounding as vcvtne2ps2bf16 does (float_to_bf16_daz).
 namespace portable {
-void pack_a_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
-void pack_a_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
-void pack_a_amx(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
-void pack_a_amx(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
-void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
-void pack_b_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
-void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum);
-void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum);
+// Src: float (rounded here) or uint16_t (bfloat16, taken as it is); Scale: float or uint16_t.
+template <class Src>
+void pack_a_bf16(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
+template <class Src>
+void pack_a_amx(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
+template <class Src>
+void pack_b_bf16(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
+template <class Scale>
+void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const Scale* scale, float* sum);
 }  // namespace portable
 
 }  // namespace gmlp::gemm
