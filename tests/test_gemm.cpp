@@ -322,32 +322,32 @@ TEST(Bf16Storage, PortablePackingGivesTheWordsOfTheInstructions) {
     const int64_t words = ((kc + 1) / 2 + gemm::kAmxPairs - 1) / gemm::kAmxPairs * gemm::kAmxPairs;
     const size_t a_size = size_t((rows + gemm::kMRAmx - 1) / gemm::kMRAmx * gemm::kMRAmx * words);
     const size_t b_size = size_t((kc + 1) / 2 * gemm::kNRBf16);
+    const size_t panels_size = size_t((rows + gemm::kMRBf16 - 1) / gemm::kMRBf16 * gemm::kMRBf16 * ((kc + 1) / 2));
     for (const bool trans : {false, true}) {
       SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(kc) + (trans ? " transposed" : ""));
       const int64_t rs = trans ? 1 : ld, cs = trans ? ld : 1;
-      std::vector<uint32_t> native(a_size, 1), portable(a_size, 2);
-      gemm::pack_a_amx(native.data(), m.data(), rs, cs, rows, kc);
-      gemm::portable::pack_a_amx(portable.data(), m.data(), rs, cs, rows, kc);
-      EXPECT_EQ(native, portable) << "A from floats";
-      gemm::pack_a_amx(native.data(), m16.data(), rs, cs, rows, kc);
-      gemm::portable::pack_a_amx(portable.data(), m16.data(), rs, cs, rows, kc);
-      EXPECT_EQ(native, portable) << "A from bfloat16";
-      const size_t panels_size = size_t((rows + gemm::kMRBf16 - 1) / gemm::kMRBf16 * gemm::kMRBf16 * ((kc + 1) / 2));
-      native.assign(panels_size, 1), portable.assign(panels_size, 2);
-      gemm::pack_a_bf16(native.data(), m.data(), rs, cs, rows, kc);
-      gemm::portable::pack_a_bf16(portable.data(), m.data(), rs, cs, rows, kc);
-      EXPECT_EQ(native, portable) << "AVX512-BF16's A panels from floats";
-      gemm::pack_a_bf16(native.data(), m16.data(), rs, cs, rows, kc);
-      gemm::portable::pack_a_bf16(portable.data(), m16.data(), rs, cs, rows, kc);
-      EXPECT_EQ(native, portable) << "AVX512-BF16's A panels from bfloat16";
+      // The words of the instructions' packer and of the portable one, from floats and from bfloat16.
+      auto same = [&](const char* what, size_t size, auto&& native_pack, auto&& portable_pack) {
+        for (const bool stored : {false, true}) {
+          std::vector<uint32_t> native(size, 1), portable(size, 2);  // unlike: a word left unwritten shows
+          if (stored)
+            native_pack(native.data(), m16.data()), portable_pack(portable.data(), m16.data());
+          else
+            native_pack(native.data(), m.data()), portable_pack(portable.data(), m.data());
+          EXPECT_EQ(native, portable) << what << (stored ? " from bfloat16" : " from floats");
+        }
+      };
       const int64_t cols = std::min<int64_t>(rows, gemm::kNRBf16);  // op(B) is kc × cols
-      native.assign(b_size, 1), portable.assign(b_size, 2);
-      gemm::pack_b_bf16(native.data(), m.data(), cs, rs, kc, cols);
-      gemm::portable::pack_b_bf16(portable.data(), m.data(), cs, rs, kc, cols);
-      EXPECT_EQ(native, portable) << "B from floats";
-      gemm::pack_b_bf16(native.data(), m16.data(), cs, rs, kc, cols);
-      gemm::portable::pack_b_bf16(portable.data(), m16.data(), cs, rs, kc, cols);
-      EXPECT_EQ(native, portable) << "B from bfloat16";
+      same(
+          "AMX's A", a_size, [&](uint32_t* d, const auto* x) { gemm::pack_a_amx(d, x, rs, cs, rows, kc); },
+          [&](uint32_t* d, const auto* x) { gemm::portable::pack_a_amx(d, x, rs, cs, rows, kc); });
+      same(
+          "AVX512-BF16's A", panels_size,
+          [&](uint32_t* d, const auto* x) { gemm::pack_a_bf16(d, x, rs, cs, rows, kc); },
+          [&](uint32_t* d, const auto* x) { gemm::portable::pack_a_bf16(d, x, rs, cs, rows, kc); });
+      same(
+          "B", b_size, [&](uint32_t* d, const auto* x) { gemm::pack_b_bf16(d, x, cs, rs, kc, cols); },
+          [&](uint32_t* d, const auto* x) { gemm::portable::pack_b_bf16(d, x, cs, rs, kc, cols); });
     }
   }
 }
