@@ -53,8 +53,9 @@ Bf16Engine use_bf16_engine(const std::string& name);
 const char* bf16_engine_name();
 
 // Whether ops store activations that only products read as bfloat16 (core/operand.h): in bf16
-// precision, wherever gmlp's bf16 product runs (gemm::bf16_available), whose rounding they share. The products give the
-// same bits either way; set_bf16_activations(false) (tests) keeps them as floats.
+// precision, wherever gmlp's bf16 product runs (gemm::bf16_available), whose rounding they share.
+// The products give the same bits either way; set_bf16_activations(false) (tests) keeps them as
+// floats.
 bool bf16_activations();
 void set_bf16_activations(bool on);
 

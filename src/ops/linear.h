@@ -46,7 +46,8 @@ void linear_backward(T* dx, T* dW, T* db, OperandOf<T> dy, OperandOf<T> x, const
 // (MLP-Mixer's token MLP, ResMLP's linear over tokens, the feed-forward-only model):
 // y = W·x + b with one bias per output row, broadcast along it (ops/row_bias.h), the bias, GELU
 // with its slope, and a residual's sum applied by the product as linear_forward's are.
-// y, slope, add: (out, C) overwritten; x: (in, C), may be stored as bf16; W: (out, in); b: (out).
+// y, slope: (out, C) overwritten; add: (out, C); x: (in, C), may be stored as bf16; W: (out, in);
+// b: (out).
 template <class T>
 void token_linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t in, int64_t out, int64_t C,
                           Activation act = Activation::none, T* slope = nullptr, bool slope_bf16 = false,
