@@ -168,10 +168,12 @@ TEST_P(Gemm, EpilogueVisitsEachFinishedElementOnce) {
       const std::vector<float> plain = run(GetParam(), c, o);
       std::vector<float> C = o.C;
       std::vector<int> seen(size_t(c.M * c.N), 0);
-      std::atomic<int> early{0};  // elements passed to the epilogue before their sum was complete
-      const auto visit = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-        for (int64_t i = r0; i < r1; ++i)
-          for (int64_t j = c0; j < c1; ++j) {
+      std::atomic<int> early{0};      // elements passed to the epilogue before their sum was complete
+      std::atomic<int> misplaced{0};  // elements the block did not place where they lie in C
+      const auto visit = [&](const gemm::Block& b) {
+        for (int64_t i = b.r0; i < b.r1; ++i)
+          for (int64_t j = b.c0; j < b.c1; ++j) {
+            if (b.row<float>(i) + (j - b.c0) != &C[i * o.ldc + j]) ++misplaced;
             if (std::memcmp(&C[i * o.ldc + j], &plain[i * o.ldc + j], sizeof(float)) != 0) ++early;
 #pragma omp atomic
             ++seen[i * c.N + j];
@@ -182,6 +184,7 @@ TEST_P(Gemm, EpilogueVisitsEachFinishedElementOnce) {
       product(GetParam(), c, o, C.data(), &mark);
       omp_set_num_threads(threads);
       EXPECT_EQ(early.load(), 0) << c.M << "x" << c.N << "x" << c.K << " on " << t << " threads";
+      EXPECT_EQ(misplaced.load(), 0) << c.M << "x" << c.N << "x" << c.K << " on " << t << " threads";
       for (int64_t i = 0; i < c.M * c.N; ++i)
         ASSERT_EQ(seen[i], 1) << "element " << i << " of " << c.M << "x" << c.N << "x" << c.K << " on " << t
                               << " threads";
@@ -214,9 +217,9 @@ TEST_P(Gemm, PackedOperandGivesTheBitsOfPackingOnEveryCall) {
       for (const int t : {1, 2}) {
         std::vector<float> got = o.C;
         int visited = 0;
-        const auto count = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+        const auto count = [&](const gemm::Block& b) {
 #pragma omp atomic
-          visited += int((r1 - r0) * (c1 - c0));
+          visited += int((b.r1 - b.r0) * (b.c1 - b.c0));
         };
         const gemm::Epilogue epilogue(count);
         omp_set_num_threads(t);
@@ -265,6 +268,64 @@ TEST_P(Gemm, RowsGiveTheBitsOfTheWholeProductWhereverTheyFall) {
         ASSERT_EQ(0, std::memcmp(whole.data() + r0 * o.ldc, C.data(), C.size() * sizeof(float)));
       }
   }
+}
+
+// C stored as bfloat16 (gemm::Output) gets the bits of the float product, epilogue included, rounded
+// by round_to_bf16: for one block of rows and several, across the N block, in parts of a block,
+// for sums of one K slice and of several (made whole first), an empty sum, on 1 and 2 threads and
+// inside a parallel region, with the operand packed beforehand or not (the f32 format through a
+// pack only: sgemm writes floats); C's padding is untouched.
+TEST_P(Gemm, StoredOutputGivesTheBitsOfRoundingTheFloats) {
+  const Format f = GetParam();
+  const int threads = omp_get_max_threads();
+  uint64_t seed = 500;
+  const auto epilogue_fn = [](const gemm::Block& b) {
+    for (int64_t i = b.r0; i < b.r1; ++i) {
+      float* row = b.row<float>(i);
+      for (int64_t j = 0; j < b.c1 - b.c0; ++j) row[j] = row[j] * 0.75f + float(b.c0 + j) * 1e-3f;
+    }
+  };
+  const gemm::Epilogue epilogue(epilogue_fn);
+  for (Case c : {Case{false, false, false, 300, 200, 300}, Case{false, true, false, 520, 64, 600},
+                 Case{true, false, false, 7, 3100, 300}, Case{true, true, false, 97, 130, 257},
+                 Case{false, true, false, 49, 512, 128}, Case{false, true, false, 400, 520, 128},
+                 Case{false, false, false, 5, 7, 0}, Case{true, false, false, 130, 3100, 20}})
+    for (const bool packed_b : {false, true}) {
+      if ((f == Format::f32 && !packed_b) || (packed_b && c.K == 0)) continue;
+      SCOPED_TRACE(testing::Message() << c.M << "x" << c.N << "x" << c.K << " ta " << c.ta << " tb " << c.tb
+                                      << (packed_b ? ", B packed" : ""));
+      const Operands o = make(c, seed++);
+      std::vector<float> floats = o.C;
+      product(f, c, o, floats.data(), &epilogue);
+      constexpr uint16_t kPad = 0x7fc1;  // a NaN no rounding gives
+      std::vector<uint16_t> want(o.C.size(), kPad);
+      for (int64_t i = 0; i < c.M; ++i) gemm::round_to_bf16(&want[i * o.ldc], &floats[i * o.ldc], c.N);
+      const std::unique_ptr<gemm::Packed> pack =
+          packed_b ? std::make_unique<gemm::Packed>(gemm::Side::b, f != Format::f32, c.tb, c.K, c.N, o.B.data(), o.ldb)
+                   : nullptr;
+      auto stored = [&] {
+        std::vector<uint16_t> got(o.C.size(), kPad);
+        const auto out = Output<float>::bf16(got.data());
+        if (pack)
+          gemm::multiply(c.ta, c.M, o.A.data(), o.lda, *pack, false, out, o.ldc, &epilogue);
+        else
+          gemm::bf16gemm(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, false, out, o.ldc, &epilogue);
+        return got;
+      };
+      for (const int t : {1, 2}) {
+        omp_set_num_threads(t);
+        const std::vector<uint16_t> got = stored();
+        omp_set_num_threads(threads);
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(uint16_t))) << " on " << t << " threads";
+      }
+      std::vector<uint16_t> nested;
+#pragma omp parallel num_threads(2)
+      {
+#pragma omp single
+        nested = stored();
+      }
+      ASSERT_EQ(0, std::memcmp(want.data(), nested.data(), want.size() * sizeof(uint16_t))) << " inside a region";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, Gemm, ::testing::Values(Format::f32, Format::bf16, Format::amx), name);

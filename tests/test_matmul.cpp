@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "check.h"
@@ -92,6 +93,47 @@ TEST(Matmul, EachBf16EngineMatchesTheDoubleProductOfTheRoundedOperands) {
   set_bf16_engine(Bf16Engine::automatic);
 }
 
+// C stored as bf16 gets the bits of the float C with its epilogue, rounded by round_to_bf16, on
+// every path: gmlp's own bf16 product (rounding block by block), and the products that write only
+// floats (f32, oneDNN's bf16 primitive), whose C matmul rounds afterwards; on two threads.
+TEST(Matmul, StoredOutputGivesTheBitsOfRoundingTheFloatsOnEveryPath) {
+  const test::WithThreads two(2);
+  struct Path {
+    Precision precision;
+    Bf16Engine engine;
+  };
+  std::vector<Path> paths{{Precision::f32, Bf16Engine::automatic}};
+  if (cpu_has_bf16()) paths.push_back({Precision::bf16, Bf16Engine::onednn});
+  if (gemm::bf16_available()) paths.push_back({Precision::bf16, Bf16Engine::gmlp});
+  const auto epilogue_fn = [](const gemm::Block& b) {
+    for (int64_t i = b.r0; i < b.r1; ++i) {
+      float* row = b.row<float>(i);
+      for (int64_t j = 0; j < b.c1 - b.c0; ++j) row[j] = row[j] * 0.75f - 0.5f;
+    }
+  };
+  const gemm::Epilogue epilogue(epilogue_fn);
+  for (const Path& p : paths)
+    for (const auto& [ta, tb, M, N, K] : {std::tuple{false, true, 263, 257, 300}, std::tuple{true, false, 49, 53, 2600},
+                                          std::tuple{false, false, 7, 600, 0}}) {
+      SCOPED_TRACE(std::string(precision_name(p.precision)) + (p.engine == Bf16Engine::onednn ? " onednn" : "") + " " +
+                   std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
+      set_matmul_precision(p.precision);
+      set_bf16_engine(p.engine);
+      Rng rng(44);
+      const int64_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N + 5;
+      auto A = test::randn<float>(std::max(1, M * K), rng), B = test::randn<float>(std::max(1, K * N), rng);
+      std::vector<float> floats(M * ldc, 0.f);
+      matmul<float>(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0.f, floats.data(), ldc, &epilogue);
+      std::vector<uint16_t> want(M * ldc, 0x7fc1), got(M * ldc, 0x7fc1);  // padding: a NaN no rounding gives
+      for (int64_t i = 0; i < M; ++i) gemm::round_to_bf16(&want[i * ldc], &floats[i * ldc], N);
+      matmul<float>(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0.f, Output<float>::bf16(got.data()), ldc,
+                    &epilogue);
+      set_matmul_precision(Precision::f32);
+      set_bf16_engine(Bf16Engine::automatic);
+      ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(uint16_t)));
+    }
+}
+
 // Every path of matmul hands each element of C to the epilogue exactly once, after its sum is
 // complete, on two threads: gmlp's own products (block by block), and oneDNN's bf16 primitive and
 // the split-K sum (the whole of C afterwards, in blocks of rows shared by the threads).
@@ -122,9 +164,11 @@ TEST(Matmul, EpilogueSeesEachFinishedElementOnceOnEveryPath) {
     matmul<float>(p.ta, p.tb, p.M, p.N, p.K, A.data(), lda, B.data(), ldb, 0.f, plain.data(), p.N);
     std::vector<int> seen(size_t(p.M * p.N), 0);
     std::atomic<int> early{0};
-    const auto visit = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-      for (int64_t i = r0; i < r1; ++i)
-        for (int64_t j = c0; j < c1; ++j) {
+    std::atomic<int> misplaced{0};  // elements the block did not place where they lie in C
+    const auto visit = [&](const gemm::Block& b) {
+      for (int64_t i = b.r0; i < b.r1; ++i)
+        for (int64_t j = b.c0; j < b.c1; ++j) {
+          if (b.row<float>(i) + (j - b.c0) != &C[i * p.N + j]) ++misplaced;
           if (std::memcmp(&C[i * p.N + j], &plain[i * p.N + j], sizeof(float)) != 0) ++early;
 #pragma omp atomic
           ++seen[i * p.N + j];
@@ -135,6 +179,7 @@ TEST(Matmul, EpilogueSeesEachFinishedElementOnceOnEveryPath) {
     set_matmul_precision(Precision::f32);
     set_bf16_engine(Bf16Engine::automatic);
     EXPECT_EQ(early.load(), 0);
+    EXPECT_EQ(misplaced.load(), 0);
     for (int64_t i = 0; i < p.M * p.N; ++i) ASSERT_EQ(seen[i], 1) << "element " << i;
   }
 }

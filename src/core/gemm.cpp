@@ -54,6 +54,9 @@ bool native_bf16() { return cpu_features().avx512_bf16; }
 constexpr int64_t kDirectSliceBytes = 128 * 1024;
 // The part of C, at most, that a block's epilogue waits for (block()).
 constexpr int64_t kEpilogueBytes = 16 * 1024;
+// Where C is stored as bfloat16, the floats of a block of rows are made this many bytes at a time
+// in a scratch that stays in L2 (block()).
+constexpr int64_t kStoredBlockBytes = 64 * 1024;
 
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
@@ -349,7 +352,24 @@ struct Problem {
   const Epilogue* epilogue;
   const Packed* packed_a = nullptr;  // op(A) packed beforehand (a unused), or null
   const Packed* packed_b = nullptr;  // op(B) packed beforehand (b unused), or null
+  // C stored as bfloat16 here instead (C unused), rows ldc apart: then the sum is one slice of
+  // depth (K <= the format's kc) and overwrites C.
+  uint16_t* C16 = nullptr;
 };
+
+// With C stored as bfloat16, this thread's floats of the part of C that finish() waits for.
+float* stored_block(int64_t n) {
+  thread_local Buffer<float> block;
+  return block.get(n);
+}
+
+// A block of C whose sums are final, lying at c (rows ld apart): the epilogue on it, then, where C
+// is stored as bfloat16, its rows rounded there.
+void finish(const Problem& p, float* c, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  if (p.epilogue) (*p.epilogue)(Block{c, ld, r0, r1, c0, c1});
+  if (p.C16)
+    for (int64_t r = r0; r < r1; ++r) round_to_bf16(p.C16 + r * p.ldc + c0, c + (r - r0) * ld, c1 - c0);
+}
 
 // C[i0, i1) × [j0, j1) on the calling thread.
 template <class Format>
@@ -375,7 +395,8 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
     for (int64_t pc = 0; pc < p.K; pc += Format::kc) {
       const int64_t kc = std::min(Format::kc, p.K - pc), kw = f.words(kc);
       const bool accumulate = p.accumulate || pc > 0;
-      const Epilogue* last = pc + kc == p.K ? p.epilogue : nullptr;    // on the blocks of the last slice
+      const bool last = pc + kc == p.K;  // finish() the blocks of the last slice
+      const bool finishing = last && (p.epilogue || p.C16);
       auto b_panel = [&](int64_t j) { return p.b.from(pc, jc + j); };  // columns [j, j + nr) of this slice of op(B)
       // This slice of op(B), packed beforehand or here.
       const Word* slice = p.packed_b ? static_cast<const Word*>(p.packed_b->slice(jc, pc)) : bp;
@@ -391,15 +412,24 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
         const Word* a = a_block(i0, M);
         // The epilogue runs on groups of panels whose part of C is still in L1: panel by panel,
         // its calls on rows of 16 columns cost more than the work they did.
+        // Stored as bfloat16, the group's floats lie in the scratch until then.
         const int64_t group = std::max(nr, kEpilogueBytes / (M * int64_t(sizeof(float))) / nr * nr);
-        int64_t done = 0;  // columns the epilogue has seen
+        const int64_t lds = group + nr;
+        float* scratch = p.C16 ? stored_block(M * lds) : nullptr;
+        int64_t done = 0;  // columns finished
         for (int64_t j = 0; j < nc; j += nr) {
           const int64_t cols = std::min(nr, nc - j);
           if (!p.packed_b) f.pack_b(bp, b_panel(j), kc, cols);
           const Word* panel = p.packed_b ? slice + j * kw : bp;
-          macro(f, M, cols, kc, a, panel, p.C + i0 * p.ldc + jc + j, p.ldc, accumulate, 0, cols);
-          if (last && (j + cols - done >= group || j + cols == nc)) {
-            (*last)(i0, i1, jc + done, jc + j + cols);
+          if (p.C16)
+            macro(f, M, cols, kc, a, panel, scratch + (j - done), lds, false, 0, cols);
+          else
+            macro(f, M, cols, kc, a, panel, p.C + i0 * p.ldc + jc + j, p.ldc, accumulate, 0, cols);
+          if (finishing && (j + cols - done >= group || j + cols == nc)) {
+            if (p.C16)
+              finish(p, scratch, lds, i0, i1, jc + done, jc + j + cols);
+            else
+              finish(p, p.C + i0 * p.ldc + jc + done, p.ldc, i0, i1, jc + done, jc + j + cols);
             done = j + cols;
           }
         }
@@ -413,15 +443,26 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
                  kw * round_up(nc, nr) * int64_t(sizeof(Word)) <= kDirectSliceBytes;
       for (int64_t ic = i0; ic < i1; ic += kMC) {
         const int64_t rows = std::min(kMC, i1 - ic);
-        float* c = p.C + ic * p.ldc + jc;
-        if constexpr (Format::kReadsInPlace)
-          if (direct) {
-            macro_direct(f, rows, nc, kc, p.a.from(ic, pc), ap, slice, c, p.ldc, accumulate);
-            if (last) (*last)(ic, ic + rows, jc, jc + nc);
-            continue;
+        const Word* a = direct ? nullptr : a_block(ic, rows);
+        // Columns [j, j + w) of the block's rows into c (rows ld apart).
+        auto part = [&](int64_t j, int64_t w, float* c, int64_t ld, bool accumulate) {
+          if constexpr (Format::kReadsInPlace)
+            if (direct) return macro_direct(f, rows, w, kc, p.a.from(ic, pc), ap, slice + j * kw, c, ld, accumulate);
+          macro(f, rows, w, kc, a, slice + j * kw, c, ld, accumulate, 0, w);
+        };
+        if (p.C16) {  // in parts that stay in L2 as floats, each rounded into C once finished
+          const int64_t width = std::max(nr, kStoredBlockBytes / (rows * int64_t(sizeof(float))) / nr * nr);
+          float* scratch = stored_block(rows * width);
+          for (int64_t j = 0; j < nc; j += width) {
+            const int64_t w = std::min(width, nc - j);
+            part(j, w, scratch, width, false);
+            finish(p, scratch, width, ic, ic + rows, jc + j, jc + j + w);
           }
-        macro(f, rows, nc, kc, a_block(ic, rows), slice, c, p.ldc, accumulate, 0, nc);
-        if (last) (*last)(ic, ic + rows, jc, jc + nc);
+          continue;
+        }
+        float* c = p.C + ic * p.ldc + jc;
+        part(0, nc, c, p.ldc, accumulate);
+        if (finishing) finish(p, c, p.ldc, ic, ic + rows, jc, jc + nc);
       }
     }
   }
@@ -437,13 +478,27 @@ std::pair<int64_t, int64_t> share(int64_t n, int64_t unit, int t, int threads) {
 // The whole product in a format, on the threads of the calling context.
 template <class Format>
 void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
-         Operand<float> B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue,
+         Operand<float> B, int64_t ldb, bool accumulate, Output<float> out, int64_t ldc, const Epilogue* epilogue,
          const Packed* packed_a = nullptr, const Packed* packed_b = nullptr) {
   if (M <= 0 || N <= 0) return;
+  GMLP_CHECK(!(out.is_bf16() && accumulate));
+  if (out.is_bf16() && (K <= 0 || K > Format::kc)) {
+    // A sum of several slices (or none), stored as bfloat16: made whole in floats first, then
+    // rounded, the same bits as a product whose C is rounded afterwards.
+    thread_local Buffer<float> whole;
+    float* C = whole.get(M * N);
+    run(f, trans_a, trans_b, M, N, K, A, lda, B, ldb, false, C, N, epilogue, packed_a, packed_b);
+    uint16_t* C16 = out.bf16_data();
+    const bool spread = !omp_in_parallel() && M * N > kSerialProduct / 64;
+#pragma omp parallel for schedule(static) if (spread)
+    for (int64_t i = 0; i < M; ++i) round_to_bf16(C16 + i * ldc, C + i * N, N);
+    return;
+  }
+  float* C = out.is_bf16() ? nullptr : out.data();
   if (K <= 0) {  // an empty sum
     if (!accumulate)
       for (int64_t i = 0; i < M; ++i) std::memset(C + i * ldc, 0, size_t(N) * sizeof(float));
-    if (epilogue) (*epilogue)(0, M, 0, N);
+    if (epilogue) (*epilogue)(Block{C, ldc, 0, M, 0, N});
     return;
   }
   const int threads = omp_in_parallel() || M * N * K <= kSerialProduct ? 1 : omp_get_max_threads();
@@ -455,7 +510,8 @@ void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int6
                   ldc,
                   epilogue,
                   packed_a,
-                  packed_b};
+                  packed_b,
+                  out.is_bf16() ? out.bf16_data() : nullptr};
   if (threads == 1) return block(f, p, 0, M, 0, N);
   // Threads split the longer side of C, so that the operand each of them packs again is the
   // smaller one; with an operand packed beforehand, that operand's side, so that neither packs
@@ -527,7 +583,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const fl
 }
 
 void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
-              Operand<float> B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
+              Operand<float> B, int64_t ldb, bool accumulate, Output<float> C, int64_t ldc, const Epilogue* epilogue) {
   GMLP_CHECK(bf16_available());
   with_bf16_format(bf16_kernel(), [&](const auto& f) {
     run(f, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
@@ -594,7 +650,7 @@ void with_format(const Packed& p, F&& f) {
 }
 }  // namespace
 
-void multiply(bool trans_a, int64_t M, Operand<float> A, int64_t lda, const Packed& B, bool accumulate, float* C,
+void multiply(bool trans_a, int64_t M, Operand<float> A, int64_t lda, const Packed& B, bool accumulate, Output<float> C,
               int64_t ldc, const Epilogue* epilogue) {
   GMLP_CHECK(B.side() == Side::b);
   with_format(B, [&](const auto& f) {
@@ -602,7 +658,7 @@ void multiply(bool trans_a, int64_t M, Operand<float> A, int64_t lda, const Pack
   });
 }
 
-void multiply(const Packed& A, bool trans_b, int64_t N, Operand<float> B, int64_t ldb, bool accumulate, float* C,
+void multiply(const Packed& A, bool trans_b, int64_t N, Operand<float> B, int64_t ldb, bool accumulate, Output<float> C,
               int64_t ldc, const Epilogue* epilogue) {
   GMLP_CHECK(A.side() == Side::a);
   with_format(A, [&](const auto& f) {

@@ -15,26 +15,37 @@
 
 namespace gmlp::gemm {
 
+// A block of C as an epilogue sees it: rows [r0, r1) and columns [c0, c1) of C, whose element
+// (r0, c0) lies at `at`, rows ld apart. That is C itself, or the product's float scratch where C
+// is stored as bfloat16 (the product rounds the block into C once the epilogue is done). `at` is
+// a float block, or a double one for matmul<double>.
+struct Block {
+  void* at;
+  int64_t ld, r0, r1, c0, c1;
+  // Row r of the block, from column c0.
+  template <class T>
+  T* row(int64_t r) const {
+    return static_cast<T*>(at) + (r - r0) * ld;
+  }
+};
+
 // Elementwise work on C after its product (a fused epilogue, as oneDNN's post-ops): called with
-// C's rows [r0, r1) and columns [c0, c1) once their sums are complete, block by block while the
-// block is still in cache, from the thread that computed it. Every element passes through it
-// exactly once, so it must treat each element on its own. A reference to a callable f(r0, r1, c0,
-// c1) that outlives it (a named lambda): unlike std::function it never allocates, which a
-// training step must not.
+// blocks of C once their sums are complete, block by block while the block is still in cache,
+// from the thread that computed it. Every element passes through it exactly once, so it must
+// treat each element on its own. A reference to a callable f(const Block&) that outlives it (a
+// named lambda): unlike std::function it never allocates, which a training step must not.
 class Epilogue {
  public:
   template <class F>
   explicit Epilogue(const F& f)
-      : f_(&f), call_([](const void* f, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-          (*static_cast<const F*>(f))(r0, r1, c0, c1);
-        }) {}
+      : f_(&f), call_([](const void* f, const Block& b) { (*static_cast<const F*>(f))(b); }) {}
   template <class F>
   Epilogue(const F&& f) = delete;  // a temporary would be gone before the product calls it
-  void operator()(int64_t r0, int64_t r1, int64_t c0, int64_t c1) const { call_(f_, r0, r1, c0, c1); }
+  void operator()(const Block& b) const { call_(f_, b); }
 
  private:
   const void* f_;
-  void (*call_)(const void*, int64_t, int64_t, int64_t, int64_t);
+  void (*call_)(const void*, const Block&);
 };
 
 // f32 products with at most this many multiply-adds (about 25 µs on one Zen 3 core) run
@@ -83,9 +94,10 @@ const char* bf16_kernel_name();
 // the sums in fp32 (AVX512-BF16's vdpbf16ps, or AMX's tdpbf16ps: bf16_kernel()): what a bf16 ×
 // bf16 → fp32 product gives, without a rounded copy of either operand. An operand stored as
 // bfloat16 is packed as it is: the same bits as on the floats round_to_bf16 made it from. Same
-// blocking, threads, determinism and epilogue as sgemm.
+// blocking, threads, determinism and epilogue as sgemm. C may be stored as bfloat16 (not with
+// accumulate): each block is rounded there after the epilogue (core/operand.h's Output).
 void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
-              Operand<float> B, int64_t ldb, bool accumulate, float* C, int64_t ldc,
+              Operand<float> B, int64_t ldb, bool accumulate, Output<float> C, int64_t ldc,
               const Epilogue* epilogue = nullptr);
 // dst[i] = src[i] rounded to bfloat16 as bf16gemm rounds while it packs (vcvtne2ps2bf16), for ops
 // that store an activation as bf16. With scale, src[i]·scale[i] is rounded instead, and with sum,
@@ -133,9 +145,10 @@ class Packed {
 // C = op(A)·B (+ C) with B packed beforehand, or C = A·op(B) (+ C) with A packed beforehand:
 // sgemm's or bf16gemm's product, by the pack's format, the same bits as theirs on the matrix it
 // was packed from.
-void multiply(bool trans_a, int64_t M, Operand<float> A, int64_t lda, const Packed& B, bool accumulate, float* C,
+// C may be stored as bfloat16 where the pack is bf16's, as bf16gemm's.
+void multiply(bool trans_a, int64_t M, Operand<float> A, int64_t lda, const Packed& B, bool accumulate, Output<float> C,
               int64_t ldc, const Epilogue* epilogue = nullptr);
-void multiply(const Packed& A, bool trans_b, int64_t N, Operand<float> B, int64_t ldb, bool accumulate, float* C,
+void multiply(const Packed& A, bool trans_b, int64_t N, Operand<float> B, int64_t ldb, bool accumulate, Output<float> C,
               int64_t ldc, const Epilogue* epilogue = nullptr);
 
 }  // namespace gmlp::gemm

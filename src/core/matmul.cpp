@@ -44,6 +44,7 @@ struct Engine {
   std::map<Key, Cached> cache;
   std::vector<uint16_t> scratch_a, scratch_b;  // bf16 copies of the operands; grow, never shrink
   std::vector<float> scratch_sums;             // split-K products: one M × N sum per thread
+  std::vector<float> scratch_out;              // C's floats, for a C stored as bf16 by another product
 };
 
 // One per thread: ops that run many small products in parallel (attention's (image, head)
@@ -148,19 +149,22 @@ namespace {
 
 // An epilogue on rows [r0, r1) of a C made whole by a product that cannot call it block by block
 // (oneDNN's): in blocks of rows shared by the threads (outside a parallel region), not on one.
-void apply_epilogue(const gemm::Epilogue& epilogue, int64_t r0, int64_t r1, int64_t N) {
+void apply_epilogue(const gemm::Epilogue& epilogue, float* C, int64_t ldc, int64_t r0, int64_t r1, int64_t N) {
   constexpr int64_t kRows = 16;
   const int64_t blocks = (r1 - r0 + kRows - 1) / kRows;
-  parallel_for_if(!omp_in_parallel() && blocks > 1, blocks,
-                  [&](int64_t k) { epilogue(r0 + k * kRows, std::min(r1, r0 + (k + 1) * kRows), 0, N); });
+  parallel_for_if(!omp_in_parallel() && blocks > 1, blocks, [&](int64_t k) {
+    const int64_t b0 = r0 + k * kRows;
+    epilogue(gemm::Block{C + b0 * ldc, ldc, b0, std::min(r1, b0 + kRows), 0, N});
+  });
 }
 
 // The f32 product: gmlp's own (core/gemm.h) where the CPU has AVX2 or AVX-512, which allocates
 // nothing once a shape has been seen and starts no nested team; oneDNN's sgemm otherwise.
 void f32_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> a, int64_t lda,
-                 Operand<float> b, int64_t ldb, bool accumulate, float* C, int64_t ldc,
+                 Operand<float> b, int64_t ldb, bool accumulate, Output<float> out, int64_t ldc,
                  const gemm::Epilogue* epilogue) {
   const float *A = a.data(), *B = b.data();
+  float* C = out.data();
   if (gemm::available()) return gemm::sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
   // A product too small to pay for waking the other threads runs on this one, as gemm's.
   const int threads = omp_get_max_threads();
@@ -170,7 +174,7 @@ void f32_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Op
                                       accumulate ? 1.f : 0.f, C, ldc);
   if (serial) omp_set_num_threads(threads);
   GMLP_CHECK(st == dnnl_success);
-  if (epilogue) apply_epilogue(*epilogue, 0, M, N);
+  if (epilogue) apply_epilogue(*epilogue, C, ldc, 0, M, N);
 }
 
 // C = op(A)·op(B) (+ C) in bf16 × bf16 → f32 by a oneDNN matmul primitive, created on first use
@@ -232,7 +236,7 @@ bool split_k_pays(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, i
 // A product of the precision in use: f32_product, gemm::bf16gemm or onednn_bf16_product (each runs
 // on the calling thread alone inside a parallel region).
 using Product = void (*)(bool, bool, int64_t, int64_t, int64_t, Operand<float>, int64_t, Operand<float>, int64_t, bool,
-                         float*, int64_t, const gemm::Epilogue*);
+                         Output<float>, int64_t, const gemm::Epilogue*);
 
 // Rows [k, …) of an operand stored with row stride ld, as stored (floats or bf16).
 Operand<float> from_row(Operand<float> X, int64_t k, int64_t ld) {
@@ -364,9 +368,10 @@ const Kept* constant_form(Form form, gemm::Side side, bool trans, int64_t r, int
 // once for a constant (the gate's token-mixing weight, an inference process's weights) or else
 // rounded into this thread's scratch on every call. The epilogue follows on the whole of C.
 void onednn_bf16_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
-                         Operand<float> B, int64_t ldb, bool accumulate, float* C, int64_t ldc,
+                         Operand<float> B, int64_t ldb, bool accumulate, Output<float> out, int64_t ldc,
                          const gemm::Epilogue* epilogue) {
   Engine& e = engine();
+  float* C = out.data();
   // op(X) (r × c) as the primitive reads it; ld becomes the dense copy's width.
   auto operand = [](Operand<float> X, bool trans, int64_t r, int64_t c, int64_t& ld,
                     std::vector<uint16_t>& scratch) -> const void* {
@@ -383,7 +388,7 @@ void onednn_bf16_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64
   const void* a = operand(A, trans_a, M, K, a_ld, e.scratch_a);
   const void* b = operand(B, trans_b, K, N, b_ld, e.scratch_b);
   run_primitive(trans_a, trans_b, M, N, K, a, a_ld, b, b_ld, accumulate ? Write::accumulate : Write::overwrite, C, ldc);
-  if (epilogue) apply_epilogue(*epilogue, 0, M, N);
+  if (epilogue) apply_epilogue(*epilogue, C, ldc, 0, M, N);
 }
 
 }  // namespace
@@ -415,43 +420,61 @@ size_t constant_pack_bytes() {
 
 template <>
 void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
-                   Operand<float> B, int64_t ldb, float beta, float* C, int64_t ldc, const gemm::Epilogue* epilogue) {
+                   Operand<float> B, int64_t ldb, float beta, Output<float> out, int64_t ldc,
+                   const gemm::Epilogue* epilogue) {
   if (M == 0 || N == 0) return;
   GMLP_CHECK(beta == 0.f || beta == 1.f);
-  if (K == 0) {  // an empty sum: C = beta·C
-    if (beta == 0.f)
-      for (int64_t i = 0; i < M; ++i) std::memset(C + i * ldc, 0, N * sizeof(float));
-    if (epilogue) (*epilogue)(0, M, 0, N);
-    return;
-  }
+  GMLP_CHECK(!(out.is_bf16() && beta != 0.f));
   // gmlp's own products: f32, and bf16 where the CPU has AVX512-BF16 but no AMX (on AMX, oneDNN's
   // tile kernels are faster than any vdpbf16ps kernel), or as set_bf16_engine says. An operand
   // stored as bf16 makes the product bf16 (it exists only in bf16 precision). Either engine's
-  // weight gradients split their long sum across the threads (matmul_split_k).
+  // weight gradients split their long sum across the threads (matmul_split_k); A·Bᵀ's chunks are
+  // copied as floats.
   const bool bf16 = g_precision == Precision::bf16 || A.is_bf16() || B.is_bf16();
   const Product product = !bf16 ? f32_product : own_bf16() ? gemm::bf16gemm : onednn_bf16_product;
+  auto split = [&] {
+    return split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()) && (trans_a || !(A.is_bf16() || B.is_bf16()));
+  };
+  if (out.is_bf16() && (product != gemm::bf16gemm || K == 0 || split())) {
+    // C stored as bf16 where the product writes only floats: made in floats, then rounded, the
+    // bits gmlp's own bf16 product gives block by block.
+    std::vector<float>& c = engine().scratch_out;
+    if (c.size() < size_t(M * N)) c.resize(size_t(M * N));
+    matmul<float>(trans_a, trans_b, M, N, K, A, lda, B, ldb, 0.f, c.data(), N, epilogue);
+    uint16_t* C16 = out.bf16_data();
+    parallel_for_if(!omp_in_parallel() && M * N >= (int64_t(1) << 15), M,
+                    [&](int64_t i) { gemm::round_to_bf16(C16 + i * ldc, c.data() + i * N, N); });
+    return;
+  }
+  if (K == 0) {  // an empty sum: C = beta·C
+    float* C = out.data();
+    if (beta == 0.f)
+      for (int64_t i = 0; i < M; ++i) std::memset(C + i * ldc, 0, N * sizeof(float));
+    if (epilogue) (*epilogue)(gemm::Block{C, ldc, 0, M, 0, N});
+    return;
+  }
   // An operand held constant, packed once for gmlp's own products (oneDNN's keeps its dense copy):
   // a layer's weights as B, the gate's token-mixing weight as A.
   const bool own = bf16 ? product == gemm::bf16gemm : gemm::available();  // f32 without gemm is oneDNN's sgemm
   const Form pack = bf16 ? Form::bf16_pack : Form::f32_pack;
   if (own && !B.is_bf16())
     if (const Kept* k = constant_form(pack, gemm::Side::b, trans_b, K, N, B.data(), ldb))
-      return gemm::multiply(trans_a, M, A, lda, *k->pack, beta != 0.f, C, ldc, epilogue);
+      return gemm::multiply(trans_a, M, A, lda, *k->pack, beta != 0.f, out, ldc, epilogue);
   if (own && !A.is_bf16())
     if (const Kept* k = constant_form(pack, gemm::Side::a, trans_a, M, K, A.data(), lda))
-      return gemm::multiply(*k->pack, trans_b, N, B, ldb, beta != 0.f, C, ldc, epilogue);
-  // A·Bᵀ's chunks are copied as floats.
-  if (!split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()) || (!trans_a && (A.is_bf16() || B.is_bf16())))
-    return product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, C, ldc, epilogue);
+      return gemm::multiply(*k->pack, trans_b, N, B, ldb, beta != 0.f, out, ldc, epilogue);
+  if (!split()) return product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta != 0.f, out, ldc, epilogue);
+  float* C = out.data();
   matmul_split_k(product, trans_a, M, N, K, A, lda, B, ldb, beta, C, ldc);
-  if (epilogue) apply_epilogue(*epilogue, 0, M, N);
+  if (epilogue) apply_epilogue(*epilogue, C, ldc, 0, M, N);
 }
 
 template <>
 void matmul<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<double> a, int64_t lda,
-                    Operand<double> b, int64_t ldb, double beta, double* C, int64_t ldc,
+                    Operand<double> b, int64_t ldb, double beta, Output<double> out, int64_t ldc,
                     const gemm::Epilogue* epilogue) {
   const double *A = a.data(), *B = b.data();
+  double* C = out.data();
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
@@ -463,7 +486,7 @@ void matmul<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
       }
       C[i * ldc + j] = acc + (beta == 0 ? 0.0 : beta * C[i * ldc + j]);
     }
-  if (epilogue) (*epilogue)(0, M, 0, N);
+  if (epilogue) (*epilogue)(gemm::Block{C, ldc, 0, M, 0, N});
 }
 
 }  // namespace gmlp

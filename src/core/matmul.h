@@ -82,10 +82,12 @@ void release_constant(const float* begin);
 size_t constant_pack_bytes();
 
 // epilogue, when given, runs on C once it is final (gemm::Epilogue): block by block inside gmlp's
-// own f32 product, on the whole of C after the others.
-// An operand stored as bf16 makes the product bf16.
+// own products, on the whole of C after the others.
+// An operand stored as bf16 makes the product bf16. C may be stored as bf16 (with beta 0): gmlp's
+// own bf16 product rounds each block there after the epilogue, without C's floats reaching
+// memory; the others make C in floats first (core/operand.h's Output).
 template <class T>
 void matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, OperandOf<T> A, int64_t lda, OperandOf<T> B,
-            int64_t ldb, T beta, T* C, int64_t ldc, const gemm::Epilogue* epilogue = nullptr);
+            int64_t ldb, T beta, OutputOf<T> C, int64_t ldc, const gemm::Epilogue* epilogue = nullptr);
 
 }  // namespace gmlp

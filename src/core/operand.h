@@ -58,4 +58,46 @@ Operand<T> stored(const T* p, bool bf16) {
 template <class T>
 using OperandOf = std::type_identity_t<Operand<T>>;
 
+// Where a product writes C: T elements or, for float, bfloat16 ones. A product storing C as bf16
+// makes each block of it in floats in its own scratch, runs the epilogue there, and rounds the
+// block into C as round_to_bf16 does: the bits an op gets by storing the float C (store_bf16),
+// without C's floats ever reaching memory.
+template <class T>
+class Output {
+ public:
+  Output(T* p) : p_(p) {}  // NOLINT(google-explicit-constructor): plain pointers are outputs
+  static Output bf16(uint16_t* p) {
+    static_assert(std::is_same_v<T, float>, "only float outputs are stored as bfloat16");
+    Output o(nullptr);
+    o.p_ = p, o.bf16_ = true;
+    return o;
+  }
+  bool is_bf16() const { return bf16_; }
+  T* data() const {
+    GMLP_CHECK(!bf16_);
+    return static_cast<T*>(p_);
+  }
+  uint16_t* bf16_data() const {
+    GMLP_CHECK(bf16_);
+    return static_cast<uint16_t*>(p_);
+  }
+
+ private:
+  void* p_;
+  bool bf16_ = false;
+};
+
+// The activation buffer at p as a product writes it: as bf16 with `bf16` (T = float only; the
+// same buffer, half of it used), the counterpart of stored().
+template <class T>
+Output<T> storing(T* p, bool bf16) {
+  if constexpr (std::is_same_v<T, float>)
+    if (bf16) return Output<T>::bf16(reinterpret_cast<uint16_t*>(p));
+  GMLP_CHECK(!bf16);
+  return Output<T>(p);
+}
+
+template <class T>
+using OutputOf = std::type_identity_t<Output<T>>;
+
 }  // namespace gmlp

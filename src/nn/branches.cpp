@@ -48,10 +48,10 @@ struct LinearParams {
       init::fill(wt + b, out, T(0));
   }
   // With act, y is the activation of the product plus bias, and slope (when given) its
-  // derivative there (linear_forward).
+  // derivative there (linear_forward). y may be stored as bf16 (core/operand.h's Output).
   template <class T>
-  void forward(T* y, OperandOf<T> x, const T* wt, int64_t M, Activation act = Activation::none, T* slope = nullptr,
-               bool slope_bf16 = false) const {
+  void forward(OutputOf<T> y, OperandOf<T> x, const T* wt, int64_t M, Activation act = Activation::none,
+               T* slope = nullptr, bool slope_bf16 = false) const {
     linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, M, in, out, act, slope, slope_bf16);
   }
   // y = add + (x·Wᵀ + b), the residual summed by the product (linear_forward); add may be null.
@@ -61,9 +61,9 @@ struct LinearParams {
                    false, add);
   }
   // The layer over tokens: y (out, C) = add + act(W·x + b) with x (in, C), the batch as one matrix
-  // (token_linear_forward); add and slope may be null.
+  // (token_linear_forward); add and slope may be null, y stored as bf16.
   template <class T>
-  void forward_over_tokens(T* y, OperandOf<T> x, const T* wt, int64_t C, Activation act = Activation::none,
+  void forward_over_tokens(OutputOf<T> y, OperandOf<T> x, const T* wt, int64_t C, Activation act = Activation::none,
                            T* slope = nullptr, bool slope_bf16 = false, const T* add = nullptr) const {
     token_linear_forward(y, x, wt + w, b >= 0 ? wt + b : nullptr, in, out, C, act, slope, slope_bf16, add);
   }
@@ -113,20 +113,23 @@ class ChannelMlp final : public Branch<T> {
   void forward(T* y, OperandOf<T> xn, const T* w, int64_t B, const T* add) override {
     const int64_t M = d_.N * B;
     slope_bf16_ = gelu_slope_bf16<T>();
+    // In bf16 precision GELU's output is stored as bf16 by fc1's product: only fc2's products read
+    // it (core/operand.h), so its floats never reach memory.
+    stored_ = std::is_same_v<T, float> && bf16_activations();
     {
       GMLP_PROFILE("fwd.fc1");  // and GELU, fused into the product
-      fc1_.forward(a_, xn, w, M, Activation::gelu, z_, slope_bf16_);
+      fc1_.forward(storing(a_, stored_), xn, w, M, Activation::gelu, z_, slope_bf16_);
     }
     {
       GMLP_PROFILE("fwd.fc2");  // and the residual's sum
-      fc2_.forward_adding(y, a_, w, M, add);
+      fc2_.forward_adding(y, stored(a_, stored_), w, M, add);
     }
   }
   void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
     const int64_t M = d_.N * B;
     {
       GMLP_PROFILE("bwd.fc2");  // and GELU's backward, fused into the product
-      fc2_.backward(da_, dy, a_, w, g, M, Write::overwrite, Activation::gelu, z_, slope_bf16_);
+      fc2_.backward(da_, dy, stored(a_, stored_), w, g, M, Write::overwrite, Activation::gelu, z_, slope_bf16_);
     }
     {
       GMLP_PROFILE("bwd.fc1");
@@ -144,7 +147,9 @@ class ChannelMlp final : public Branch<T> {
   InitStyle style_;
   LinearParams fc1_, fc2_;
   T *z_ = nullptr, *a_ = nullptr, *da_ = nullptr;
-  bool slope_bf16_ = false;  // z_ holds GELU's slope as bfloat16 (gelu_slope_bf16), as the last forward wrote it
+  // As the last forward wrote them: z_ holds GELU's slope as bfloat16 (gelu_slope_bf16), a_ GELU's
+  // output as bfloat16 (bf16_activations()).
+  bool slope_bf16_ = false, stored_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -193,14 +198,15 @@ class TokenMlp final : public Branch<T> {
       x = xt_;
     }
     slope_bf16_ = gelu_slope_bf16<T>();
-    fc1_.forward_over_tokens(a_, x, w, BD, Activation::gelu, z_, slope_bf16_);
-    fc2_.forward_over_tokens(y, Operand<T>(a_), w, BD, Activation::none, static_cast<T*>(nullptr), false, add);
+    stored_ = std::is_same_v<T, float> && bf16_activations();  // GELU's output: only fc2's products read it
+    fc1_.forward_over_tokens(storing(a_, stored_), x, w, BD, Activation::gelu, z_, slope_bf16_);
+    fc2_.forward_over_tokens(y, stored(a_, stored_), w, BD, Activation::none, static_cast<T*>(nullptr), false, add);
   }
   void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.token_mlp");
     const int64_t BD = B * d_.D;
     const Operand<T> x = norm_w_ >= 0 ? Operand<T>(xt_) : xn;
-    fc2_.backward_over_tokens(da_, dy, Operand<T>(a_), w, g, BD, Activation::gelu, z_, slope_bf16_);
+    fc2_.backward_over_tokens(da_, dy, stored(a_, stored_), w, g, BD, Activation::gelu, z_, slope_bf16_);
     T* dx = norm_w_ >= 0 ? dxt_ : dxn;
     fc1_.backward_over_tokens(dx, da_, x, w, g, BD);
     if (norm_w_ >= 0)
@@ -223,7 +229,9 @@ class TokenMlp final : public Branch<T> {
   LinearParams fc1_, fc2_;
   T *xt_ = nullptr, *cmean_ = nullptr, *crstd_ = nullptr, *dxt_ = nullptr;
   T *z_ = nullptr, *a_ = nullptr, *da_ = nullptr;
-  bool slope_bf16_ = false;  // z_ holds GELU's slope as bfloat16 (gelu_slope_bf16), as the last forward wrote it
+  // As the last forward wrote them: z_ holds GELU's slope as bfloat16 (gelu_slope_bf16), a_ GELU's
+  // output as bfloat16 (bf16_activations()).
+  bool slope_bf16_ = false, stored_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -19,60 +19,63 @@ namespace {
 // those of a row (token_linear_forward's b[r]).
 enum class BiasPer { column, row };
 
-// The epilogue of a layer's product y (rows ld apart), on a block of it: the bias, then with
-// act = gelu the activation (its slope, when given, kept alongside: linear_forward), then a
-// residual's sum add + y. The same bits as passes of their own after the product.
+// The epilogue of a layer's product y (rows ld apart, where the slope and add lie), on a block of
+// it: the bias, then with act = gelu the activation (its slope, when given, kept alongside:
+// linear_forward), then a residual's sum add + y. The same bits as passes of their own after the
+// product.
 template <class T>
-auto layer_output(T* y, int64_t ld, const T* b, BiasPer per, Activation act, T* slope, bool slope_bf16, const T* add) {
+auto layer_output(int64_t ld, const T* b, BiasPer per, Activation act, T* slope, bool slope_bf16, const T* add) {
   GMLP_CHECK(!add || act == Activation::none);
-  return [=](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      T* row = y + r * ld;
+  return [=](const gemm::Block& block) {
+    const int64_t c0 = block.c0, w = block.c1 - block.c0;
+    for (int64_t r = block.r0; r < block.r1; ++r) {
+      T* row = block.row<T>(r);  // from column c0
       if (b && per == BiasPer::row) {
         const T v = b[r];
 #pragma omp simd
-        for (int64_t j = c0; j < c1; ++j) row[j] += v;
+        for (int64_t j = 0; j < w; ++j) row[j] += v;
       } else if (b) {
+        const T* bc = b + c0;
 #pragma omp simd
-        for (int64_t j = c0; j < c1; ++j) row[j] += b[j];
+        for (int64_t j = 0; j < w; ++j) row[j] += bc[j];
       }
       if (act == Activation::gelu)
-        gelu_forward_serial(row + c0, row + c0, c1 - c0, slope ? element(slope, r * ld + c0, slope_bf16) : nullptr,
-                            slope_bf16);
+        gelu_forward_serial(row, row, w, slope ? element(slope, r * ld + c0, slope_bf16) : nullptr, slope_bf16);
       if (add) {
-        const T* a = add + r * ld;
+        const T* a = add + r * ld + c0;
 #pragma omp simd
-        for (int64_t j = c0; j < c1; ++j) row[j] = a[j] + row[j];
+        for (int64_t j = 0; j < w; ++j) row[j] = a[j] + row[j];
       }
     }
   };
 }
 
-// The epilogue of an input gradient's product dx (rows ld apart) whose layer's input was GELU(z):
-// dx ⊙ GELU'(z), by the slope the forward kept (gelu_backward_by_slope's bits).
+// The epilogue of an input gradient's product dx (rows ld apart, as the slope's) whose layer's
+// input was GELU(z): dx ⊙ GELU'(z), by the slope the forward kept (gelu_backward_by_slope's bits).
 template <class T>
-auto gelu_gradient(T* dx, int64_t ld, const T* slope, bool slope_bf16) {
-  return [=](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    for (int64_t r = r0; r < r1; ++r)
-      gelu_backward_by_slope_serial(dx + r * ld + c0, element(slope, r * ld + c0, slope_bf16), c1 - c0, slope_bf16);
+auto gelu_gradient(int64_t ld, const T* slope, bool slope_bf16) {
+  return [=](const gemm::Block& block) {
+    for (int64_t r = block.r0; r < block.r1; ++r)
+      gelu_backward_by_slope_serial(block.row<T>(r), element(slope, r * ld + block.c0, slope_bf16), block.c1 - block.c0,
+                                    slope_bf16);
   };
 }
 
 }  // namespace
 
 template <class T>
-void linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t M, int64_t in, int64_t out, Activation act,
-                    T* slope, bool slope_bf16, const T* add) {
-  const auto apply = layer_output(y, out, b, BiasPer::column, act, slope, slope_bf16, add);
+void linear_forward(OutputOf<T> y, OperandOf<T> x, const T* W, const T* b, int64_t M, int64_t in, int64_t out,
+                    Activation act, T* slope, bool slope_bf16, const T* add) {
+  const auto apply = layer_output(out, b, BiasPer::column, act, slope, slope_bf16, add);
   const gemm::Epilogue epilogue(apply);
   const bool fused = b || act != Activation::none || add;
   matmul<T>(false, true, M, out, in, x, in, W, in, T(0), y, out, fused ? &epilogue : nullptr);
 }
 
 template <class T>
-void token_linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t in, int64_t out, int64_t C,
+void token_linear_forward(OutputOf<T> y, OperandOf<T> x, const T* W, const T* b, int64_t in, int64_t out, int64_t C,
                           Activation act, T* slope, bool slope_bf16, const T* add) {
-  const auto apply = layer_output(y, C, b, BiasPer::row, act, slope, slope_bf16, add);
+  const auto apply = layer_output(C, b, BiasPer::row, act, slope, slope_bf16, add);
   const gemm::Epilogue epilogue(apply);
   const bool fused = b || act != Activation::none || add;
   matmul<T>(false, false, out, C, in, W, in, x, C, T(0), y, C, fused ? &epilogue : nullptr);
@@ -95,7 +98,7 @@ void linear_backward(T* dx, T* dW, T* db, OperandOf<T> dy, OperandOf<T> x, const
                      int64_t out, Write dx_write, Activation act, const T* slope, bool slope_bf16) {
   // fwd: y = x·Wᵀ + b  =>  dx += dy·W;  dW += dyᵀ·x;  db += Σ_rows dy
   GMLP_CHECK(act == Activation::none || (dx && slope && dx_write == Write::overwrite));
-  const auto gelu_grad = gelu_gradient(dx, in, slope, slope_bf16);
+  const auto gelu_grad = gelu_gradient(in, slope, slope_bf16);
   const gemm::Epilogue activation(gelu_grad);
   if (dx)
     matmul<T>(false, false, M, in, out, dy, out, W, in, dx_write == Write::overwrite ? T(0) : T(1), dx, in,
@@ -111,7 +114,7 @@ void token_linear_backward(T* dx, T* dW, T* db, const T* dy, OperandOf<T> x, con
   GMLP_CHECK(act == Activation::none || (dx && slope));
   if (db) row_bias_backward(db, dy, out, C);
   matmul<T>(false, true, out, in, C, dy, C, x, C, T(1), dW, in);
-  const auto gelu_grad = gelu_gradient(dx, C, slope, slope_bf16);
+  const auto gelu_grad = gelu_gradient(C, slope, slope_bf16);
   const gemm::Epilogue activation(gelu_grad);
   if (dx)
     matmul<T>(true, false, in, C, out, W, in, dy, C, T(0), dx, C, act == Activation::gelu ? &activation : nullptr);
@@ -140,17 +143,17 @@ void linear_backward_ref(T* dx, T* dW, T* db, const T* dy, const T* x, const T* 
     }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                                            \
-  template void linear_forward<T>(T*, Operand<T>, const T*, const T*, int64_t, int64_t, int64_t, Activation, T*, bool, \
-                                  const T*);                                                                           \
-  template void linear_backward<T>(T*, T*, T*, Operand<T>, Operand<T>, const T*, int64_t, int64_t, int64_t, Write,     \
-                                   Activation, const T*, bool);                                                        \
-  template void token_linear_forward<T>(T*, Operand<T>, const T*, const T*, int64_t, int64_t, int64_t, Activation, T*, \
-                                        bool, const T*);                                                               \
-  template void token_linear_backward<T>(T*, T*, T*, const T*, Operand<T>, const T*, int64_t, int64_t, int64_t,        \
-                                         Activation, const T*, bool);                                                  \
-  template void linear_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                    \
-  template void linear_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);           \
+#define GMLP_INSTANTIATE(T)                                                                                         \
+  template void linear_forward<T>(Output<T>, Operand<T>, const T*, const T*, int64_t, int64_t, int64_t, Activation, \
+                                  T*, bool, const T*);                                                              \
+  template void linear_backward<T>(T*, T*, T*, Operand<T>, Operand<T>, const T*, int64_t, int64_t, int64_t, Write,  \
+                                   Activation, const T*, bool);                                                     \
+  template void token_linear_forward<T>(Output<T>, Operand<T>, const T*, const T*, int64_t, int64_t, int64_t,       \
+                                        Activation, T*, bool, const T*);                                            \
+  template void token_linear_backward<T>(T*, T*, T*, const T*, Operand<T>, const T*, int64_t, int64_t, int64_t,     \
+                                         Activation, const T*, bool);                                               \
+  template void linear_forward_ref<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                 \
+  template void linear_backward_ref<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);        \
   template void column_sum_add<T>(T*, const T*, int64_t, int64_t, int64_t);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

@@ -24,9 +24,10 @@ enum class Activation { none, gelu };
 // same erf: what backward multiplies by (linear_backward, gelu_backward_by_slope); with
 // slope_bf16, as bfloat16 (gelu_slope_bf16()). x may be stored as bf16 (core/operand.h). With
 // add (M, out) and no activation, y = add + (x·Wᵀ + b): a residual connection's sum, made in the
-// same pass, with the bits of adding afterwards (residual_forward).
+// same pass, with the bits of adding afterwards (residual_forward). y may be stored as bf16
+// (core/operand.h's Output): the bits store_bf16 gives on the float y.
 template <class T>
-void linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t M, int64_t in, int64_t out,
+void linear_forward(OutputOf<T> y, OperandOf<T> x, const T* W, const T* b, int64_t M, int64_t in, int64_t out,
                     Activation act = Activation::none, T* slope = nullptr, bool slope_bf16 = false,
                     const T* add = nullptr);
 
@@ -46,10 +47,10 @@ void linear_backward(T* dx, T* dW, T* db, OperandOf<T> dy, OperandOf<T> x, const
 // (MLP-Mixer's token MLP, ResMLP's linear over tokens, the feed-forward-only model):
 // y = W·x + b with one bias per output row, broadcast along it (ops/row_bias.h), the bias, GELU
 // with its slope, and a residual's sum applied by the product as linear_forward's are.
-// y, slope: (out, C) overwritten; add: (out, C); x: (in, C), may be stored as bf16; W: (out, in);
-// b: (out).
+// y, slope: (out, C) overwritten; add: (out, C); x: (in, C); x and y may be stored as bf16;
+// W: (out, in); b: (out).
 template <class T>
-void token_linear_forward(T* y, OperandOf<T> x, const T* W, const T* b, int64_t in, int64_t out, int64_t C,
+void token_linear_forward(OutputOf<T> y, OperandOf<T> x, const T* W, const T* b, int64_t in, int64_t out, int64_t C,
                           Activation act = Activation::none, T* slope = nullptr, bool slope_bf16 = false,
                           const T* add = nullptr);
 // Accumulates dW += dy·xᵀ and db += Σ_c dy (row_bias_backward's bits); dx = Wᵀ·dy overwritten
