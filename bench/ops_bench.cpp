@@ -424,8 +424,9 @@ double g_peak[3][3] = {};
 // has them, AVX512-BF16 elsewhere) and oneDNN's matmul primitive (likewise; the operands rounded
 // into copies first),
 // side by side on the same CPU (set_bf16_engine); bf16_stored is gmlp's own bf16 on operands
-// stored as bfloat16, as a layer stores the activations only products read (core/operand.h).
-// Names: matmul/SHAPE/PRODUCT/onednn|gemm|bf16|bf16_stored|onednn_bf16/threads:T; FLOP 2·M·N·K, and
+// stored as bfloat16, as a layer stores the activations only products read (core/operand.h), and
+// bf16_out the same writing C as bfloat16 too, as fc1's forward writes an MLP's hidden layer.
+// Names: matmul/SHAPE/PRODUCT/onednn|gemm|bf16|bf16_stored|bf16_out|onednn_bf16/threads:T; FLOP 2·M·N·K, and
 // peak: the share of the measured peak of the instructions the product runs on (fp32 FMA,
 // vdpbf16ps, or AMX's tiles where the CPU has AMX).
 void register_matmul(const Shape& s) {
@@ -440,13 +441,13 @@ void register_matmul(const Shape& s) {
                               {"fc2_dx", false, false, M, H, D},     {"fc2_dw", true, false, D, H, M},
                               {"sgu_image", false, false, N, H, N},  {"sgu_image_dw", false, true, N, N, H},
                               {"sgu_image_dx", true, false, N, H, N}};
-  enum Engine { onednn, gemm, bf16, bf16_stored, onednn_bf16 };
+  enum Engine { onednn, gemm, bf16, bf16_stored, bf16_out, onednn_bf16 };
   for (const Product& p : products)
-    for (const Engine engine : {onednn, gemm, bf16, bf16_stored, onednn_bf16}) {
+    for (const Engine engine : {onednn, gemm, bf16, bf16_stored, bf16_out, onednn_bf16}) {
       if (engine == gemm && !gemm::available()) continue;
-      if ((engine == bf16 || engine == bf16_stored) && !gemm::bf16_available()) continue;
+      if ((engine == bf16 || engine == bf16_stored || engine == bf16_out) && !gemm::bf16_available()) continue;
       if (engine == onednn_bf16 && !cpu_has_bf16()) continue;
-      const char* engine_names[] = {"onednn", "gemm", "bf16", "bf16_stored", "onednn_bf16"};
+      const char* engine_names[] = {"onednn", "gemm", "bf16", "bf16_stored", "bf16_out", "onednn_bf16"};
       const char* engine_name = engine_names[engine];
       for (const int threads : {1, 2}) {
         const std::string name = cat("matmul/", s.name, "/", p.name, "/", engine_name, "/threads:", threads);
@@ -459,16 +460,18 @@ void register_matmul(const Shape& s) {
               const float* B = b.uniform(p.K * p.N);
               float* C = b.fill(p.M * p.N, 0);
               const int64_t lda = p.ta ? p.M : p.K, ldb = p.tb ? p.K : p.N;
-              std::vector<uint16_t> A16, B16;  // bf16_stored: the operands rounded once, as a layer stores them
-              if (engine == bf16_stored) {
+              // bf16_stored, bf16_out: the operands rounded once, as a layer stores them.
+              std::vector<uint16_t> A16, B16, C16(engine == bf16_out ? size_t(p.M * p.N) : 0);
+              if (engine == bf16_stored || engine == bf16_out) {
                 A16.resize(size_t(p.M * p.K)), B16.resize(size_t(p.K * p.N));
                 gemm::round_to_bf16(A16.data(), A, p.M * p.K);
                 gemm::round_to_bf16(B16.data(), B, p.K * p.N);
               }
               auto call = [&] {
-                if (engine == bf16_stored)
+                if (engine == bf16_stored || engine == bf16_out)
                   matmul<float>(p.ta, p.tb, p.M, p.N, p.K, Operand<float>::bf16(A16.data()), lda,
-                                Operand<float>::bf16(B16.data()), ldb, 0.f, C, p.N);
+                                Operand<float>::bf16(B16.data()), ldb, 0.f,
+                                engine == bf16_out ? Output<float>::bf16(C16.data()) : Output<float>(C), p.N);
                 else if (engine == onednn)
                   dnnl_sgemm(p.ta ? 'T' : 'N', p.tb ? 'T' : 'N', p.M, p.N, p.K, 1.f, A, lda, B, ldb, 0.f, C, p.N);
                 else
