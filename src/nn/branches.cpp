@@ -328,12 +328,13 @@ class GatingMlp final : public Branch<T> {
       GMLP_PROFILE("fwd.fc1");  // and GELU, fused into the product
       fc1_.forward(a_, xn, w, M, Activation::gelu, z_, rounded_);
     }
-    if (A_ > 0) {
+    if (A_ > 0) {  // qkv and the attention's output are stored as bf16 too: only products read them
       GMLP_PROFILE("fwd.tiny_attn");
-      qkv_.forward(qkv_buf_, xn, w, M);
+      qkv_.forward(storing(qkv_buf_, stored_), xn, w, M);
       const T* key_bias = score_bias_ ? score_bias_->key_bias : nullptr;
-      attention_forward(ao_, probs_, qkv_buf_, AttnShape{d_.N, B, 1, A_}, static_cast<const T*>(nullptr), key_bias);
-      aproj_.forward(r_, ao_, w, M);
+      attention_forward(storing(ao_, stored_), probs_, stored(qkv_buf_, stored_), AttnShape{d_.N, B, 1, A_},
+                        static_cast<const T*>(nullptr), key_bias);
+      aproj_.forward(r_, stored(ao_, stored_), w, M);
     }
     {
       GMLP_PROFILE("fwd.sgu");
@@ -378,8 +379,8 @@ class GatingMlp final : public Branch<T> {
     }
     if (A_ > 0) {
       GMLP_PROFILE("bwd.tiny_attn");
-      aproj_.backward(dao_, dr_, ao_, w, g, M);
-      attention_backward(dqkv_, dao_, qkv_buf_, probs_, AttnShape{d_.N, B, 1, A_}, ascratch_);
+      aproj_.backward(dao_, dr_, stored(ao_, stored_), w, g, M);
+      attention_backward(dqkv_, dao_, stored(qkv_buf_, stored_), probs_, AttnShape{d_.N, B, 1, A_}, ascratch_);
       qkv_.backward(dxn, dqkv_, xn, w, g, M, Write::accumulate);
     }
   }
@@ -417,8 +418,8 @@ class GatingMlp final : public Branch<T> {
   const SharedScoreBias<T>* score_bias_;
   LinearParams fc1_, fc2_, qkv_, aproj_;
   int64_t gnorm_w_ = 0, gnorm_b_ = 0, proj_w_ = 0, proj_b_ = 0;
-  // As the last forward wrote them: s_ and dz16_ in use (bf16_activations()); z_ (GELU's slope)
-  // and g_ holding bfloat16 (gelu_slope_bf16).
+  // As the last forward wrote them: s_, dz16_, and with the tiny attention qkv_buf_ and ao_ in use
+  // (bf16_activations()); z_ (GELU's slope) and g_ holding bfloat16 (gelu_slope_bf16).
   bool stored_ = false, rounded_ = false;
   T *z_ = nullptr, *a_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr, *g_ = nullptr, *s_ = nullptr;
   T *qkv_buf_ = nullptr, *probs_ = nullptr, *ao_ = nullptr, *r_ = nullptr;
@@ -457,16 +458,20 @@ class SelfAttention final : public Branch<T> {
   void forward(T* y, OperandOf<T> xn, const T* w, int64_t B, const T* add) override {
     GMLP_PROFILE("fwd.attention");
     const int64_t M = d_.N * B;
-    qkv_.forward(qkv_buf_, xn, w, M);
-    attention_forward(o_, probs_, qkv_buf_, shape(B), score_bias_ ? score_bias_->bias : nullptr,
-                      score_bias_ ? score_bias_->key_bias : nullptr);
-    proj_.forward_adding(y, o_, w, M, add);
+    // In bf16 precision qkv and the attention's output are stored as bf16 by the products that
+    // make them: only products read them (core/operand.h).
+    stored_ = std::is_same_v<T, float> && bf16_activations();
+    qkv_.forward(storing(qkv_buf_, stored_), xn, w, M);
+    attention_forward(storing(o_, stored_), probs_, stored(qkv_buf_, stored_), shape(B),
+                      score_bias_ ? score_bias_->bias : nullptr, score_bias_ ? score_bias_->key_bias : nullptr);
+    proj_.forward_adding(y, stored(o_, stored_), w, M, add);
   }
   void backward(T* dxn, const T* dy, OperandOf<T> xn, const T* w, T* g, int64_t B) override {
     GMLP_PROFILE("bwd.attention");
     const int64_t M = d_.N * B;
-    proj_.backward(do_, dy, o_, w, g, M);
-    attention_backward(dqkv_, do_, qkv_buf_, probs_, shape(B), scratch_, score_bias_ ? score_bias_->dbias : nullptr);
+    proj_.backward(do_, dy, stored(o_, stored_), w, g, M);
+    attention_backward(dqkv_, do_, stored(qkv_buf_, stored_), probs_, shape(B), scratch_,
+                       score_bias_ ? score_bias_->dbias : nullptr);
     qkv_.backward(dxn, dqkv_, xn, w, g, M);
   }
   double flops_per_image() const override {
@@ -490,6 +495,7 @@ class SelfAttention final : public Branch<T> {
   LinearParams qkv_, proj_;
   T *qkv_buf_ = nullptr, *probs_ = nullptr, *o_ = nullptr;
   T *do_ = nullptr, *dqkv_ = nullptr, *scratch_ = nullptr;
+  bool stored_ = false;  // qkv_buf_ and o_ hold bfloat16 (bf16_activations()), as the last forward wrote them
 };
 
 // ---------------------------------------------------------------------------------------------

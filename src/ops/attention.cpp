@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/fast_math.h"
@@ -22,19 +23,31 @@ struct Views {
   int64_t o(const AttnShape& s, int64_t b, int64_t h) const { return b * W + h * s.dh; }
 };
 
+// qkv's matrix at element offset `at`, as stored (floats or bf16).
+template <class T>
+Operand<T> part(Operand<T> x, int64_t at) {
+  return stored(element(static_cast<const T*>(x.address()), at, x.is_bf16()), x.is_bf16());
+}
+// o's matrix at element offset `at`, as it is written.
+template <class T>
+Output<T> part(Output<T> x, int64_t at) {
+  if constexpr (std::is_same_v<T, float>)
+    if (x.is_bf16()) return Output<T>::bf16(x.bf16_data() + at);
+  return x.data() + at;
+}
+
 }  // namespace
 
 template <class T>
-void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias, const T* key_bias) {
+void attention_forward(OutputOf<T> o, T* P, OperandOf<T> qkv, AttnShape s, const T* bias, const T* key_bias) {
   const int64_t N = s.N, dh = s.dh, pairs = s.B * s.heads;
   const Views v(s);
   const T scale = T(1) / std::sqrt(T(dh));
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < pairs; ++bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
-    const T* Q = qkv + v.q(s, b, h);
-    const T* K = Q + v.W;
-    const T* V = Q + 2 * v.W;
+    const Operand<T> Q = part(qkv, v.q(s, b, h)), K = part(qkv, v.q(s, b, h) + v.W),
+                     V = part(qkv, v.q(s, b, h) + 2 * v.W);
     T* Pbh = P + bh * N * N;
     matmul<T>(false, true, N, N, dh, Q, v.ldqkv, K, v.ldqkv, T(0), Pbh, N);  // Q Kᵀ (unscaled)
     for (int64_t i = 0; i < N; ++i) {
@@ -55,12 +68,12 @@ void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias, con
 #pragma omp simd
       for (int64_t j = 0; j < N; ++j) p[j] *= inv;
     }
-    matmul<T>(false, false, N, dh, N, Pbh, N, V, v.ldqkv, T(0), o + v.o(s, b, h), v.ldo);
+    matmul<T>(false, false, N, dh, N, Pbh, N, V, v.ldqkv, T(0), part(o, v.o(s, b, h)), v.ldo);
   }
 }
 
 template <class T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnShape s, T* scratch, T* dbias) {
+void attention_backward(T* dqkv, const T* dout, OperandOf<T> qkv, const T* P, AttnShape s, T* scratch, T* dbias) {
   const int64_t N = s.N, dh = s.dh, pairs = s.B * s.heads;
   const Views v(s);
   const T scale = T(1) / std::sqrt(T(dh));
@@ -70,7 +83,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnSh
   for (int64_t bh = 0; bh < pairs; ++bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
     const int64_t qoff = v.q(s, b, h);
-    const T* V = qkv + qoff + 2 * v.W;
+    const Operand<T> V = part(qkv, qoff + 2 * v.W);
     T* dV = dqkv + qoff + 2 * v.W;
     const T* dO = dout + v.o(s, b, h);
     const T* Pbh = P + bh * N * N;
@@ -104,8 +117,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnSh
   for (int64_t bh = 0; bh < pairs; ++bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
     const int64_t qoff = v.q(s, b, h);
-    const T* Q = qkv + qoff;
-    const T* K = Q + v.W;
+    const Operand<T> Q = part(qkv, qoff), K = part(qkv, qoff + v.W);
     T* dQ = dqkv + qoff;
     T* dK = dQ + v.W;
     T* dS = scratch + bh * N * N;
@@ -202,10 +214,10 @@ void attention_backward_ref(T* dqkv, const T* dout, const T* qkv, AttnShape s, c
     }
 }
 
-#define GMLP_INSTANTIATE(T)                                                                 \
-  template void attention_forward<T>(T*, T*, const T*, AttnShape, const T*, const T*);      \
-  template void attention_backward<T>(T*, const T*, const T*, const T*, AttnShape, T*, T*); \
-  template void attention_forward_ref<T>(T*, const T*, AttnShape, const T*, const T*);      \
+#define GMLP_INSTANTIATE(T)                                                                     \
+  template void attention_forward<T>(Output<T>, T*, Operand<T>, AttnShape, const T*, const T*); \
+  template void attention_backward<T>(T*, const T*, Operand<T>, const T*, AttnShape, T*, T*);   \
+  template void attention_forward_ref<T>(T*, const T*, AttnShape, const T*, const T*);          \
   template void attention_backward_ref<T>(T*, const T*, const T*, AttnShape, const T*, T*, const T*);
 GMLP_INSTANTIATE(float)
 GMLP_INSTANTIATE(double)

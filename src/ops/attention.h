@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "core/operand.h"
+
 namespace gmlp {
 
 struct AttnShape {
@@ -25,16 +27,19 @@ struct AttnShape {
 
 // o: (N, B, width) overwritten, head h at columns h·dh. P: (B, heads, N, N) overwritten with the
 // softmax probabilities (saved for backward), row = query, column = key. Softmax is stable
-// (the row max is subtracted before exp).
+// (the row max is subtracted before exp). Only products read qkv and o, so either may be stored
+// as bf16 (core/operand.h): the bits of the floats they hold, or of o's floats rounded.
 template <class T>
-void attention_forward(T* o, T* P, const T* qkv, AttnShape s, const T* bias = nullptr, const T* key_bias = nullptr);
+void attention_forward(OutputOf<T> o, T* P, OperandOf<T> qkv, AttnShape s, const T* bias = nullptr,
+                       const T* key_bias = nullptr);
 
 // dqkv: (N, B, 3·width) overwritten with ∂L/∂qkv given dout = ∂L/∂o (N, B, width) and the P
 // saved by attention_forward. scratch: B·heads·N·N values (dP, then dS in place), overwritten.
 //   dP = dO Vᵀ,  dV = Pᵀ dO,  dS = P ⊙ (dP − rowsum(dP ⊙ P)),  dQ = dS K·scale,  dK = dSᵀ Q·scale
-// dbias (heads, N, N), if given, accumulates Σ_b dS (the bias gradient).
+// dbias (heads, N, N), if given, accumulates Σ_b dS (the bias gradient). qkv may be stored as bf16.
 template <class T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* P, AttnShape s, T* scratch, T* dbias = nullptr);
+void attention_backward(T* dqkv, const T* dout, OperandOf<T> qkv, const T* P, AttnShape s, T* scratch,
+                        T* dbias = nullptr);
 
 // Plain loops (double accumulation) straight from the definition; no saved state. The backward
 // recomputes P and overwrites dqkv.
