@@ -417,19 +417,16 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
         const int64_t lds = group + nr;
         float* scratch = p.C16 ? stored_block(M * lds) : nullptr;
         int64_t done = 0;  // columns finished
+        // Where column q of the block lies: in C, or in the scratch (C16's sums are one slice).
+        const int64_t ld = p.C16 ? lds : p.ldc;
+        auto at = [&](int64_t q) { return p.C16 ? scratch + (q - done) : p.C + i0 * p.ldc + jc + q; };
         for (int64_t j = 0; j < nc; j += nr) {
           const int64_t cols = std::min(nr, nc - j);
           if (!p.packed_b) f.pack_b(bp, b_panel(j), kc, cols);
           const Word* panel = p.packed_b ? slice + j * kw : bp;
-          if (p.C16)
-            macro(f, M, cols, kc, a, panel, scratch + (j - done), lds, false, 0, cols);
-          else
-            macro(f, M, cols, kc, a, panel, p.C + i0 * p.ldc + jc + j, p.ldc, accumulate, 0, cols);
+          macro(f, M, cols, kc, a, panel, at(j), ld, accumulate, 0, cols);
           if (finishing && (j + cols - done >= group || j + cols == nc)) {
-            if (p.C16)
-              finish(p, scratch, lds, i0, i1, jc + done, jc + j + cols);
-            else
-              finish(p, p.C + i0 * p.ldc + jc + done, p.ldc, i0, i1, jc + done, jc + j + cols);
+            finish(p, at(done), ld, i0, i1, jc + done, jc + j + cols);
             done = j + cols;
           }
         }
@@ -444,25 +441,21 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
       for (int64_t ic = i0; ic < i1; ic += kMC) {
         const int64_t rows = std::min(kMC, i1 - ic);
         const Word* a = direct ? nullptr : a_block(ic, rows);
-        // Columns [j, j + w) of the block's rows into c (rows ld apart).
-        auto part = [&](int64_t j, int64_t w, float* c, int64_t ld, bool accumulate) {
-          if constexpr (Format::kReadsInPlace)
-            if (direct) return macro_direct(f, rows, w, kc, p.a.from(ic, pc), ap, slice + j * kw, c, ld, accumulate);
-          macro(f, rows, w, kc, a, slice + j * kw, c, ld, accumulate, 0, w);
-        };
-        if (p.C16) {  // in parts that stay in L2 as floats, each rounded into C once finished
-          const int64_t width = std::max(nr, kStoredBlockBytes / (rows * int64_t(sizeof(float))) / nr * nr);
-          float* scratch = stored_block(rows * width);
-          for (int64_t j = 0; j < nc; j += width) {
-            const int64_t w = std::min(width, nc - j);
-            part(j, w, scratch, width, false);
-            finish(p, scratch, width, ic, ic + rows, jc + j, jc + j + w);
-          }
-          continue;
+        // The block's columns in one part written into C, or where C is stored as bfloat16 in
+        // parts whose floats stay in L2, each rounded into C once finished.
+        const int64_t width = p.C16 ? std::max(nr, kStoredBlockBytes / (rows * int64_t(sizeof(float))) / nr * nr) : nc;
+        float* scratch = p.C16 ? stored_block(rows * width) : nullptr;
+        const int64_t ld = p.C16 ? width : p.ldc;
+        for (int64_t j = 0; j < nc; j += width) {
+          const int64_t w = std::min(width, nc - j);
+          float* c = p.C16 ? scratch : p.C + ic * p.ldc + jc + j;
+          [&] {
+            if constexpr (Format::kReadsInPlace)
+              if (direct) return macro_direct(f, rows, w, kc, p.a.from(ic, pc), ap, slice + j * kw, c, ld, accumulate);
+            macro(f, rows, w, kc, a, slice + j * kw, c, ld, accumulate, 0, w);
+          }();
+          if (finishing) finish(p, c, ld, ic, ic + rows, jc + j, jc + j + w);
         }
-        float* c = p.C + ic * p.ldc + jc;
-        part(0, nc, c, p.ldc, accumulate);
-        if (finishing) finish(p, c, p.ldc, ic, ic + rows, jc, jc + nc);
       }
     }
   }
