@@ -291,29 +291,40 @@ TEST(Matmul, SplitKOnTwoThreadsMatchesTheDoubleProduct) {
   set_threads(saved);
 }
 
-TEST(Matmul, SplitKWeightGradientOfStoredBf16GivesTheBitsOfFloats) {
-  // dW = dyᵀ·x with both stored as bf16 (as a layer stores them), a shape whose sum the threads
-  // split by rows: each thread's rows of the stored operands give the bits of the floats they
-  // were rounded from.
+TEST(Matmul, SplitKWeightGradientsOfStoredBf16GiveTheBitsOfFloats) {
+  // The weight gradients whose long sum the threads split, with one or both operands stored as
+  // bf16 (as a layer stores them): a linear layer's dW = dyᵀ·x (each thread's rows, in place) and
+  // a token layer's dW = dy·xᵀ (chunks of columns, copied as stored) give the bits of the floats
+  // the operands were rounded from.
   if (!gemm::bf16_available()) GTEST_SKIP() << "no bf16 product on this CPU";
   const int saved = num_threads();
   set_threads(2);
   set_bf16_engine(Bf16Engine::gmlp);
-  const int64_t M = 128, N = 256, K = 3136;
-  Rng rng(43);
-  const auto A = test::randn<float>(K * M, rng), B = test::randn<float>(K * N, rng);
-  std::vector<uint16_t> A16(A.size()), B16(B.size());
-  gemm::round_to_bf16(A16.data(), A.data(), int64_t(A.size()));
-  gemm::round_to_bf16(B16.data(), B.data(), int64_t(B.size()));
-  std::vector<float> from_floats(M * N), from_stored(M * N);
   set_matmul_precision(Precision::bf16);
-  matmul<float>(true, false, M, N, K, A.data(), M, B.data(), N, 0.f, from_floats.data(), N);
-  matmul<float>(true, false, M, N, K, Operand<float>::bf16(A16.data()), M, Operand<float>::bf16(B16.data()), N, 0.f,
-                from_stored.data(), N);
+  struct Shape {
+    bool ta;
+    int64_t M, N, K;
+  };
+  for (const Shape& sh : {Shape{true, 128, 256, 3136}, Shape{false, 64, 49, 8192}})
+    for (const bool a_stored : {false, true}) {
+      SCOPED_TRACE(
+          cat(sh.ta ? "Aᵀ·B " : "A·Bᵀ ", sh.M, "x", sh.N, "x", sh.K, a_stored ? ", both stored" : ", B stored"));
+      const bool tb = !sh.ta;
+      const int64_t M = sh.M, N = sh.N, K = sh.K, lda = sh.ta ? M : K, ldb = tb ? K : N;
+      Rng rng(43);
+      const auto A = test::randn<float>(K * M, rng), B = test::randn<float>(K * N, rng);
+      std::vector<uint16_t> A16(A.size()), B16(B.size());
+      gemm::round_to_bf16(A16.data(), A.data(), int64_t(A.size()));
+      gemm::round_to_bf16(B16.data(), B.data(), int64_t(B.size()));
+      std::vector<float> from_floats(M * N), from_stored(M * N);
+      matmul<float>(sh.ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0.f, from_floats.data(), N);
+      matmul<float>(sh.ta, tb, M, N, K, a_stored ? Operand<float>::bf16(A16.data()) : Operand<float>(A.data()), lda,
+                    Operand<float>::bf16(B16.data()), ldb, 0.f, from_stored.data(), N);
+      EXPECT_EQ(from_floats, from_stored);
+    }
   set_matmul_precision(Precision::f32);
   set_bf16_engine(Bf16Engine::automatic);
   set_threads(saved);
-  EXPECT_EQ(from_floats, from_stored);
 }
 
 // --precision auto: bf16 where the process may use AMX's tiles, f32 elsewhere; and a name it

@@ -394,38 +394,41 @@ TEST_P(Invariance, FrozenWeightsGiveIdenticalLogits) {
 TEST_P(Invariance, Bf16ActivationsGiveTheBitsOfFloatOnes) {
   // In bf16 the products round every operand to bfloat16, so an activation that only they read may
   // be stored rounded (bf16_activations()): logits and every gradient keep their bits, with either
-  // bf16 engine (gmlp's own, and oneDNN's primitive, which runs on AMX).
+  // bf16 engine (gmlp's own, and oneDNN's primitive, which runs on AMX), at a small batch and at
+  // one whose weight gradients split their sums across the threads.
   if (!gemm::bf16_available()) GTEST_SKIP() << "no bf16 product on this CPU";
   std::vector<Bf16Engine> engines{Bf16Engine::gmlp};
   if (cpu_has_bf16()) engines.push_back(Bf16Engine::onednn);  // oneDNN's needs the CPU's bf16
-  for (const Bf16Engine engine : engines) {
-    set_bf16_engine(engine);
-    SCOPED_TRACE(bf16_engine_name());
-    RandomCase rc(39, 8, GetParam());
-    auto& [mp, m, images, labels] = rc;
-    set_matmul_precision(Precision::bf16);
-    m.plan(8);  // a plan made in bf16 has room for the bf16 copies
-    set_bf16_activations(false);
-    const FloatRun floats = run_float(m, images, labels);
-    set_bf16_activations(true);
-    ASSERT_TRUE(bf16_activations());
-    const FloatRun stored = run_float(m, images, labels);
-    // Inference, batched and at batch 1 (where the threads share an image's rows).
-    std::vector<std::vector<float>> infer[2];
-    for (const bool on : {false, true}) {
-      set_bf16_activations(on);
-      for (const int64_t B : {8, 1}) {
-        m.plan(B, Mode::infer);
-        const float* lg = m.forward(images.data(), B);
-        infer[on].emplace_back(lg, lg + B * 10);
+  const test::WithThreads two(2);
+  for (const Bf16Engine engine : engines)
+    for (const int64_t batch : {8, 128}) {
+      set_bf16_engine(engine);
+      SCOPED_TRACE(cat(bf16_engine_name(), ", batch ", batch));
+      RandomCase rc(39, batch, GetParam());
+      auto& [mp, m, images, labels] = rc;
+      set_matmul_precision(Precision::bf16);
+      m.plan(batch);  // a plan made in bf16 has room for the bf16 copies
+      set_bf16_activations(false);
+      const FloatRun floats = run_float(m, images, labels);
+      set_bf16_activations(true);
+      ASSERT_TRUE(bf16_activations());
+      const FloatRun stored = run_float(m, images, labels);
+      // Inference, batched and at batch 1 (where the threads share an image's rows).
+      std::vector<std::vector<float>> infer[2];
+      for (const bool on : {false, true}) {
+        set_bf16_activations(on);
+        for (const int64_t B : {8, 1}) {
+          m.plan(B, Mode::infer);
+          const float* lg = m.forward(images.data(), B);
+          infer[on].emplace_back(lg, lg + B * 10);
+        }
       }
+      set_matmul_precision(Precision::f32);
+      set_bf16_engine(Bf16Engine::automatic);
+      ASSERT_EQ(floats.logits, stored.logits);
+      for (size_t i = 0; i < floats.grads.size(); ++i) ASSERT_EQ(floats.grads[i], stored.grads[i]) << "gradient " << i;
+      EXPECT_EQ(infer[0], infer[1]) << "inference logits";
     }
-    set_matmul_precision(Precision::f32);
-    set_bf16_engine(Bf16Engine::automatic);
-    ASSERT_EQ(floats.logits, stored.logits);
-    for (size_t i = 0; i < floats.grads.size(); ++i) ASSERT_EQ(floats.grads[i], stored.grads[i]) << "gradient " << i;
-    EXPECT_EQ(infer[0], infer[1]) << "inference logits";
-  }
 }
 
 TEST_P(Invariance, InferenceInChunksGivesTheBatchLogits) {

@@ -243,6 +243,16 @@ Operand<float> from_row(Operand<float> X, int64_t k, int64_t ld) {
   return stored(element(static_cast<const float*>(X.address()), k * ld, X.is_bf16()), X.is_bf16());
 }
 
+// Columns [k0, k0 + w) of the rows of X (row stride ld) copied densely into dst (row stride w), as
+// they are stored: floats, or bf16 in the first half of dst.
+Operand<float> dense_columns(float* dst, Operand<float> X, int64_t rows, int64_t ld, int64_t k0, int64_t w) {
+  const size_t size = X.is_bf16() ? sizeof(uint16_t) : sizeof(float);
+  const char* src = static_cast<const char*>(X.address());
+  char* d = reinterpret_cast<char*>(dst);
+  for (int64_t i = 0; i < rows; ++i) std::memcpy(d + size_t(i * w) * size, src + size_t(i * ld + k0) * size, w * size);
+  return stored(dst, X.is_bf16());
+}
+
 void matmul_split_k(Product product, bool trans_a, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
                     Operand<float> B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const int threads = omp_get_max_threads();
@@ -265,16 +275,15 @@ void matmul_split_k(Product product, bool trans_a, int64_t M, int64_t N, int64_t
                 nullptr);
         summed = true;
       }
-    } else {  // C = A·Bᵀ: chunks of kChunk columns of both, copied densely
+    } else {  // C = A·Bᵀ: chunks of kChunk columns of both, copied densely as stored
       thread_local std::vector<float> a, b;
       a.resize(size_t(M * kChunk)), b.resize(size_t(N * kChunk));
       const int64_t chunks = (K + kChunk - 1) / kChunk;
 #pragma omp for schedule(static)
       for (int64_t c = 0; c < chunks; ++c) {
         const int64_t k0 = c * kChunk, w = std::min(kChunk, K - k0);
-        for (int64_t i = 0; i < M; ++i) std::memcpy(&a[i * w], A.data() + i * lda + k0, w * sizeof(float));
-        for (int64_t j = 0; j < N; ++j) std::memcpy(&b[j * w], B.data() + j * ldb + k0, w * sizeof(float));
-        product(false, true, M, N, w, a.data(), w, b.data(), w, summed, sum, N, nullptr);
+        product(false, true, M, N, w, dense_columns(a.data(), A, M, lda, k0, w), w,
+                dense_columns(b.data(), B, N, ldb, k0, w), w, summed, sum, N, nullptr);
         summed = true;
       }
     }
@@ -428,13 +437,11 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   // gmlp's own products: f32, and bf16 where the CPU has AVX512-BF16 but no AMX (on AMX, oneDNN's
   // tile kernels are faster than any vdpbf16ps kernel), or as set_bf16_engine says. An operand
   // stored as bf16 makes the product bf16 (it exists only in bf16 precision). Either engine's
-  // weight gradients split their long sum across the threads (matmul_split_k); A·Bᵀ's chunks are
-  // copied as floats.
+  // weight gradients split their long sum across the threads (matmul_split_k), on operands stored
+  // as bf16 or not alike, so that a stored operand keeps the bits of its floats.
   const bool bf16 = g_precision == Precision::bf16 || A.is_bf16() || B.is_bf16();
   const Product product = !bf16 ? f32_product : own_bf16() ? gemm::bf16gemm : onednn_bf16_product;
-  auto split = [&] {
-    return split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()) && (trans_a || !(A.is_bf16() || B.is_bf16()));
-  };
+  auto split = [&] { return split_k_pays(trans_a, trans_b, M, N, K, omp_get_max_threads()); };
   if (out.is_bf16() && (product != gemm::bf16gemm || K == 0 || split())) {
     // C stored as bf16 where the product writes only floats: made in floats, then rounded, the
     // bits gmlp's own bf16 product gives block by block.
