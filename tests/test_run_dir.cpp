@@ -229,8 +229,11 @@ TEST(RunDir, AKillAtEveryStepOfACommitLeavesOneCompleteEpoch) {
 
 TEST(RunDir, StopSignalsSetAFlagThatCheckStopTurnsIntoInterrupted) {
   const std::string dir = tmp_path("run");
-  // In a child: the first SIGINT is a request, the second ends the process at once.
+  // In a child: the first SIGINT is a request, the second ends the process at once. The child
+  // starts as a foreground command does, with SIGINT's default action: a test binary started as
+  // a script's background job inherits SIGINT ignored, which stays ignored (below).
   const int status = in_child([&] {
+    std::signal(SIGINT, SIG_DFL);
     RunDir run(dir, "pretrain", RunStart::fresh);
     commit(run, 1);
     run.check_stop(5);  // nothing yet
@@ -248,6 +251,7 @@ TEST(RunDir, StopSignalsSetAFlagThatCheckStopTurnsIntoInterrupted) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << "status " << status;
   // SIGTERM too; and once the scope ends, the default action is back.
   const int term = in_child([&] {
+    std::signal(SIGTERM, SIG_DFL);
     {
       const StopSignals signals;
       std::raise(SIGTERM);
