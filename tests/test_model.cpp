@@ -417,7 +417,7 @@ TEST_P(Invariance, Bf16ActivationsGiveTheBitsOfFloatOnes) {
       std::vector<std::vector<float>> infer[2];
       for (const bool on : {false, true}) {
         set_bf16_activations(on);
-        for (const int64_t B : {8, 1}) {
+        for (const int64_t B : {batch, int64_t(1)}) {
           m.plan(B, Mode::infer);
           const float* lg = m.forward(images.data(), B);
           infer[on].emplace_back(lg, lg + B * 10);

@@ -395,8 +395,7 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
     for (int64_t pc = 0; pc < p.K; pc += Format::kc) {
       const int64_t kc = std::min(Format::kc, p.K - pc), kw = f.words(kc);
       const bool accumulate = p.accumulate || pc > 0;
-      const bool last = pc + kc == p.K;  // finish() the blocks of the last slice
-      const bool finishing = last && (p.epilogue || p.C16);
+      const bool finishing = pc + kc == p.K && (p.epilogue || p.C16);  // the blocks of the last slice
       auto b_panel = [&](int64_t j) { return p.b.from(pc, jc + j); };  // columns [j, j + nr) of this slice of op(B)
       // This slice of op(B), packed beforehand or here.
       const Word* slice = p.packed_b ? static_cast<const Word*>(p.packed_b->slice(jc, pc)) : bp;
@@ -481,11 +480,7 @@ void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int6
     thread_local Buffer<float> whole;
     float* C = whole.get(M * N);
     run(f, trans_a, trans_b, M, N, K, A, lda, B, ldb, false, C, N, epilogue, packed_a, packed_b);
-    uint16_t* C16 = out.bf16_data();
-    const bool spread = !omp_in_parallel() && M * N > kSerialProduct / 64;
-#pragma omp parallel for schedule(static) if (spread)
-    for (int64_t i = 0; i < M; ++i) round_to_bf16(C16 + i * ldc, C + i * N, N);
-    return;
+    return round_rows_to_bf16(out.bf16_data(), ldc, C, N, M, N);
   }
   float* C = out.is_bf16() ? nullptr : out.data();
   if (K <= 0) {  // an empty sum
@@ -567,6 +562,12 @@ void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scal
 }
 void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum) {
   native_bf16() ? round_to_bf16_avx512(dst, src, n, scale, sum) : portable::round_to_bf16(dst, src, n, scale, sum);
+}
+
+void round_rows_to_bf16(uint16_t* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {
+  const bool spread = !omp_in_parallel() && rows * cols >= (int64_t(1) << 15);
+#pragma omp parallel for schedule(static) if (spread)
+  for (int64_t i = 0; i < rows; ++i) round_to_bf16(dst + i * ld_dst, src + i * ld_src, cols);
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,

@@ -106,6 +106,9 @@ void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Opera
 // code that rounds as the instruction does (bf16.h's float_to_bf16_daz).
 void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scale = nullptr, float* sum = nullptr);
 void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum = nullptr);
+// round_to_bf16 on a rows × cols matrix: src's rows (ld_src apart) into dst's (ld_dst apart), the
+// rows shared by the threads where the matrix is large and the call is outside a parallel region.
+void round_rows_to_bf16(uint16_t* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols);
 
 // Which operand of a product a pack is.
 enum class Side { a, b };
@@ -145,7 +148,7 @@ class Packed {
 // C = op(A)·B (+ C) with B packed beforehand, or C = A·op(B) (+ C) with A packed beforehand:
 // sgemm's or bf16gemm's product, by the pack's format, the same bits as theirs on the matrix it
 // was packed from.
-// C may be stored as bfloat16 where the pack is bf16's, as bf16gemm's.
+// C may be stored as bfloat16, as bf16gemm's.
 void multiply(bool trans_a, int64_t M, Operand<float> A, int64_t lda, const Packed& B, bool accumulate, Output<float> C,
               int64_t ldc, const Epilogue* epilogue = nullptr);
 void multiply(const Packed& A, bool trans_b, int64_t N, Operand<float> B, int64_t ldb, bool accumulate, Output<float> C,

@@ -67,9 +67,7 @@ dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, int64_t ld, bool tran
 // Rounds a stored (r×c, stride ld) float matrix into a dense bf16 one (stride c), as an op storing
 // a bf16 activation rounds (gemm::round_to_bf16), so that a product gives the same bits on either.
 void to_bf16(uint16_t* dst, const float* src, int64_t r, int64_t c, int64_t ld) {
-  parallel_for_if(!omp_in_parallel(), r, [&](int64_t i) {  // attention calls it inside a region
-    gemm::round_to_bf16(dst + i * c, src + i * ld, c);
-  });
+  gemm::round_rows_to_bf16(dst, c, src, ld, r, c);
 }
 
 }  // namespace
@@ -238,11 +236,6 @@ bool split_k_pays(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, i
 using Product = void (*)(bool, bool, int64_t, int64_t, int64_t, Operand<float>, int64_t, Operand<float>, int64_t, bool,
                          Output<float>, int64_t, const gemm::Epilogue*);
 
-// Rows [k, …) of an operand stored with row stride ld, as stored (floats or bf16).
-Operand<float> from_row(Operand<float> X, int64_t k, int64_t ld) {
-  return stored(element(static_cast<const float*>(X.address()), k * ld, X.is_bf16()), X.is_bf16());
-}
-
 // Columns [k0, k0 + w) of the rows of X (row stride ld) copied densely into dst (row stride w), as
 // they are stored: floats, or bf16 in the first half of dst.
 Operand<float> dense_columns(float* dst, Operand<float> X, int64_t rows, int64_t ld, int64_t k0, int64_t w) {
@@ -271,8 +264,7 @@ void matmul_split_k(Product product, bool trans_a, int64_t M, int64_t N, int64_t
     if (trans_a) {        // C = Aᵀ·B: this thread's block of rows of both, in place
       const int64_t k0 = K * t / nt, k1 = K * (t + 1) / nt;
       if (k0 < k1) {
-        product(true, false, M, N, k1 - k0, from_row(A, k0, lda), lda, from_row(B, k0, ldb), ldb, false, sum, N,
-                nullptr);
+        product(true, false, M, N, k1 - k0, A.from(k0 * lda), lda, B.from(k0 * ldb), ldb, false, sum, N, nullptr);
         summed = true;
       }
     } else {  // C = A·Bᵀ: chunks of kChunk columns of both, copied densely as stored
@@ -448,10 +440,7 @@ void matmul<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
     std::vector<float>& c = engine().scratch_out;
     if (c.size() < size_t(M * N)) c.resize(size_t(M * N));
     matmul<float>(trans_a, trans_b, M, N, K, A, lda, B, ldb, 0.f, c.data(), N, epilogue);
-    uint16_t* C16 = out.bf16_data();
-    parallel_for_if(!omp_in_parallel() && M * N >= (int64_t(1) << 15), M,
-                    [&](int64_t i) { gemm::round_to_bf16(C16 + i * ldc, c.data() + i * N, N); });
-    return;
+    return gemm::round_rows_to_bf16(out.bf16_data(), ldc, c.data(), N, M, N);
   }
   if (K == 0) {  // an empty sum: C = beta·C
     float* C = out.data();

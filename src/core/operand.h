@@ -31,6 +31,13 @@ class Operand {
     GMLP_CHECK(!bf16_);
     return static_cast<const T*>(p_);
   }
+  // The operand from its element i on (a submatrix's start), stored alike.
+  Operand from(int64_t i) const {
+    Operand o = *this;
+    o.p_ = bf16_ ? static_cast<const void*>(static_cast<const uint16_t*>(p_) + i)
+                 : static_cast<const void*>(static_cast<const T*>(p_) + i);
+    return o;
+  }
 
  private:
   const void* p_;
@@ -80,6 +87,12 @@ class Output {
   uint16_t* bf16_data() const {
     GMLP_CHECK(bf16_);
     return static_cast<uint16_t*>(p_);
+  }
+  // The output from its element i on (a submatrix's start), stored alike.
+  Output from(int64_t i) const {
+    Output o = *this;
+    o.p_ = bf16_ ? static_cast<void*>(static_cast<uint16_t*>(p_) + i) : static_cast<void*>(static_cast<T*>(p_) + i);
+    return o;
   }
 
  private:

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <vector>
 
 #include "core/fast_math.h"
@@ -23,19 +22,6 @@ struct Views {
   int64_t o(const AttnShape& s, int64_t b, int64_t h) const { return b * W + h * s.dh; }
 };
 
-// qkv's matrix at element offset `at`, as stored (floats or bf16).
-template <class T>
-Operand<T> part(Operand<T> x, int64_t at) {
-  return stored(element(static_cast<const T*>(x.address()), at, x.is_bf16()), x.is_bf16());
-}
-// o's matrix at element offset `at`, as it is written.
-template <class T>
-Output<T> part(Output<T> x, int64_t at) {
-  if constexpr (std::is_same_v<T, float>)
-    if (x.is_bf16()) return Output<T>::bf16(x.bf16_data() + at);
-  return x.data() + at;
-}
-
 }  // namespace
 
 template <class T>
@@ -46,8 +32,7 @@ void attention_forward(OutputOf<T> o, T* P, OperandOf<T> qkv, AttnShape s, const
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < pairs; ++bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
-    const Operand<T> Q = part(qkv, v.q(s, b, h)), K = part(qkv, v.q(s, b, h) + v.W),
-                     V = part(qkv, v.q(s, b, h) + 2 * v.W);
+    const Operand<T> Q = qkv.from(v.q(s, b, h)), K = Q.from(v.W), V = Q.from(2 * v.W);
     T* Pbh = P + bh * N * N;
     matmul<T>(false, true, N, N, dh, Q, v.ldqkv, K, v.ldqkv, T(0), Pbh, N);  // Q Kᵀ (unscaled)
     for (int64_t i = 0; i < N; ++i) {
@@ -68,7 +53,7 @@ void attention_forward(OutputOf<T> o, T* P, OperandOf<T> qkv, AttnShape s, const
 #pragma omp simd
       for (int64_t j = 0; j < N; ++j) p[j] *= inv;
     }
-    matmul<T>(false, false, N, dh, N, Pbh, N, V, v.ldqkv, T(0), part(o, v.o(s, b, h)), v.ldo);
+    matmul<T>(false, false, N, dh, N, Pbh, N, V, v.ldqkv, T(0), o.from(v.o(s, b, h)), v.ldo);
   }
 }
 
@@ -83,7 +68,7 @@ void attention_backward(T* dqkv, const T* dout, OperandOf<T> qkv, const T* P, At
   for (int64_t bh = 0; bh < pairs; ++bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
     const int64_t qoff = v.q(s, b, h);
-    const Operand<T> V = part(qkv, qoff + 2 * v.W);
+    const Operand<T> V = qkv.from(qoff + 2 * v.W);
     T* dV = dqkv + qoff + 2 * v.W;
     const T* dO = dout + v.o(s, b, h);
     const T* Pbh = P + bh * N * N;
@@ -117,7 +102,7 @@ void attention_backward(T* dqkv, const T* dout, OperandOf<T> qkv, const T* P, At
   for (int64_t bh = 0; bh < pairs; ++bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
     const int64_t qoff = v.q(s, b, h);
-    const Operand<T> Q = part(qkv, qoff), K = part(qkv, qoff + v.W);
+    const Operand<T> Q = qkv.from(qoff), K = Q.from(v.W);
     T* dQ = dqkv + qoff;
     T* dK = dQ + v.W;
     T* dS = scratch + bh * N * N;
