@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/write.h"
 
@@ -87,20 +88,24 @@ inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, cons
   }
   s1 /= T(C);
   s2 /= T(C);
-  if (dx_write == Write::overwrite) {  // a fresh buffer may hold anything, NaN included: never read it
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) dx[c] = r * (dy[c] * gamma[c] - s1 - (x[c] - mu) * r * s2);
-  } else {
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) dx[c] += r * (dy[c] * gamma[c] - s1 - (x[c] - mu) * r * s2);
-  }
-  if (dgamma) {
+  // dx, and dγ, dβ where asked for, in one pass over dy and x.
+  const auto pass = [&](auto write, auto params) {
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
-      dgamma[c] += dy[c] * (x[c] - mu) * r;
-      dbeta[c] += dy[c];
+      write(dx[c], r * (dy[c] * gamma[c] - s1 - (x[c] - mu) * r * s2));
+      if constexpr (params) {
+        dgamma[c] += dy[c] * (x[c] - mu) * r;
+        dbeta[c] += dy[c];
+      }
     }
-  }
+  };
+  const auto set = [](T& d, T v) { d = v; };  // a fresh buffer may hold anything, NaN included: never read it
+  const auto add = [](T& d, T v) { d += v; };
+  const bool params = dgamma != nullptr;
+  if (dx_write == Write::overwrite)
+    params ? pass(set, std::true_type{}) : pass(set, std::false_type{});
+  else
+    params ? pass(add, std::true_type{}) : pass(add, std::false_type{});
 }
 
 }  // namespace gmlp
