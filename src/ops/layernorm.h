@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "core/write.h"
 
@@ -89,23 +88,20 @@ inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, cons
   s1 /= T(C);
   s2 /= T(C);
   // dx, and dγ, dβ where asked for, in one pass over dy and x.
-  const auto pass = [&](auto write, auto params) {
+  const auto pass = [&](auto write) {
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       write(dx[c], r * (dy[c] * gamma[c] - s1 - (x[c] - mu) * r * s2));
-      if constexpr (params) {
+      if (dgamma) {
         dgamma[c] += dy[c] * (x[c] - mu) * r;
         dbeta[c] += dy[c];
       }
     }
   };
-  const auto set = [](T& d, T v) { d = v; };  // a fresh buffer may hold anything, NaN included: never read it
-  const auto add = [](T& d, T v) { d += v; };
-  const bool params = dgamma != nullptr;
   if (dx_write == Write::overwrite)
-    params ? pass(set, std::true_type{}) : pass(set, std::false_type{});
+    pass([](T& d, T v) { d = v; });  // a fresh buffer may hold anything, NaN included: never read it
   else
-    params ? pass(add, std::true_type{}) : pass(add, std::false_type{});
+    pass([](T& d, T v) { d += v; });
 }
 
 }  // namespace gmlp

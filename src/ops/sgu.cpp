@@ -113,37 +113,21 @@ void gate_row_forward(SguGate gate, T* __restrict out, const T* __restrict u, co
 }
 
 // The multiplicative gate's backward on a row: du = dout·g, dg = dout·u, with g's row as T or as
-// bfloat16 (saved so in bf16 precision). Returns the row's sum of dg (the bias gradient's term).
-// With float g the sum is taken in the pass that writes dg. With bfloat16 g it stays a pass of its
-// own: GCC 12 vectorises the fused loop, widening included, with another order of the sum's terms,
-// and a bf16 step's bits (which its measured accuracy is of) would change.
+// bfloat16 (saved so in bf16 precision).
 template <class T, class G>
-T gate_row_backward(T* __restrict du, T* __restrict dg, const T* __restrict dout, const G* __restrict g,
-                    const T* __restrict u, int64_t H) {
+void gate_row_backward(T* __restrict du, T* __restrict dg, const T* __restrict dout, const G* __restrict g,
+                       const T* __restrict u, int64_t H) {
   const auto at = [&](int64_t h) {
     if constexpr (std::is_same_v<G, uint16_t>)
       return bf16_to_float(g[h]);
     else
       return g[h];
   };
-  T sum = 0;
-  if constexpr (std::is_same_v<G, uint16_t>) {
 #pragma omp simd
-    for (int64_t h = 0; h < H; ++h) {
-      du[h] = dout[h] * at(h);
-      dg[h] = dout[h] * u[h];
-    }
-#pragma omp simd reduction(+ : sum)
-    for (int64_t h = 0; h < H; ++h) sum += dg[h];
-  } else {
-#pragma omp simd reduction(+ : sum)
-    for (int64_t h = 0; h < H; ++h) {
-      du[h] = dout[h] * at(h);
-      dg[h] = dout[h] * u[h];
-      sum += dg[h];
-    }
+  for (int64_t h = 0; h < H; ++h) {
+    du[h] = dout[h] * at(h);
+    dg[h] = dout[h] * u[h];
   }
-  return sum;
 }
 }  // namespace
 
@@ -280,32 +264,30 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
       const T* dor = dout + r * H;
       const T* gr = element(gi, n * H, bf16.g);
       const T* ur = z + r * F;
-      // fwd: g = W·v̂ + b  =>  db[n] += Σ_h dg[n];  dW += dg·v̂ᵀ;  dv̂ = Wᵀ·dg
-      T acc = 0;
       switch (gate) {
         case SguGate::split:
         case SguGate::multiplicative:
           if (bf16.g)
-            acc = gate_row_backward(dzr, dgr, dor, reinterpret_cast<const uint16_t*>(gr), ur, H);
+            gate_row_backward(dzr, dgr, dor, reinterpret_cast<const uint16_t*>(gr), ur, H);
           else
-            acc = gate_row_backward(dzr, dgr, dor, gr, ur, H);
+            gate_row_backward(dzr, dgr, dor, gr, ur, H);
           break;
         case SguGate::additive:
-#pragma omp simd reduction(+ : acc)
-          for (int64_t h = 0; h < H; ++h) {
-            dzr[h] = dgr[h] = dor[h];
-            acc += dor[h];
-          }
+#pragma omp simd
+          for (int64_t h = 0; h < H; ++h) dzr[h] = dgr[h] = dor[h];
           break;
         case SguGate::linear:
-#pragma omp simd reduction(+ : acc)
+#pragma omp simd
           for (int64_t h = 0; h < H; ++h) {
             dzr[h] = 0;
             dgr[h] = dor[h];
-            acc += dor[h];
           }
           break;
       }
+      // fwd: g = W·v̂ + b  =>  db[n] += Σ_h dg[n];  dW += dg·v̂ᵀ;  dv̂ = Wᵀ·dg
+      T acc = 0;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t h = 0; h < H; ++h) acc += dgr[h];
       dbt[n] += acc;
     }
     matmul<T>(false, true, N, N, H, dg, ldg, vi, H, T(1), dWt, N);
