@@ -2,24 +2,28 @@
 """Time to accuracy: gmlp against PyTorch training the same model with the same recipe.
 
     bench/speedrun.py --gmlp build/gmlp --targets 90 93 --epochs 30 --threads 2
+    bench/speedrun.py --recipe demo --targets 90 --epochs 4     # make demo's recipe
 
 MLPerf Training's figure: the wall time from the start of training until the end of the first
 epoch whose evaluation on the whole Fashion-MNIST test set (10,000 images) reaches each target
 accuracy. Every epoch is evaluated and the evaluation's time counts, for both. Each engine runs
 once, one after the other on the same cores, and stops when it has reached every target or run
 --epochs:
-  gmlp           `gmlp train --preset fmnist-s --epochs E` (the demo's model and recipe);
+  gmlp           `gmlp train --preset fmnist-s --epochs E` with the recipe's flags;
   gmlp-bf16      the same with `--precision bf16`, where the CPU has native bf16;
   torch eager    timm's gMLP of the same config (tests/reference/timm_gmlp.py), fp32;
   torch autocast the same under torch.autocast("cpu", dtype=torch.bfloat16) (bf16 products,
                  fp32 weights and AdamW), where the CPU has native bf16 (AVX512-BF16 or AMX);
                  elsewhere it is emulated, many times slower, and left out unless --autocast.
-The recipe, as gmlp's fmnist-s preset: global batch 128 (the last partial batch dropped),
-AdamW (β 0.9, 0.999, ε 1e-8, weight decay 0.05 on matrices only), learning rate 2e-3 reached
-by a linear warm-up over the first epoch and then a cosine down to 1e-5 over E epochs, stepped
-every step, gradient norm clipped at 1, cross-entropy with label smoothing 0.1, each image
-randomly shifted by up to 2 pixels (zero padding, as RandomCrop(28, padding=2)) and flipped
-left-right with probability 0.5, normalised with mean = std = 0.5.
+Both engines get the same recipe (--recipe): AdamW (β 0.9, 0.999, ε 1e-8, weight decay 0.05 on
+matrices only), learning rate 2e-3 reached by a linear warm-up and then a cosine down to 1e-5
+over E epochs, stepped every step, gradient norm clipped at 1, the last partial batch dropped,
+images normalised with mean = std = 0.5, and
+  augmented (the default; gmlp's fmnist-s preset): batch 128, a one-epoch warm-up, cross-entropy
+             with label smoothing 0.1, each image randomly shifted by up to 2 pixels (zero
+             padding, as RandomCrop(28, padding=2)) and flipped left-right with probability 0.5;
+  demo       make demo's (the Makefile's DEMO_RECIPE): batch 64, no label smoothing, no shift,
+             no flip. Regularisation pays back over long schedules (93 %) and costs a short one.
 
 Prints a markdown table (seconds to each target, each one's ratio to gmlp, and the accuracy of
 each engine's last epoch, for comparing precisions at the same schedule), writes every epoch's
@@ -43,7 +47,37 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE_DIR = os.path.join(HERE, "..", "tests", "reference")
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 PRESET = dict(img_size=28, in_chans=1, patch_size=4, depth=6, dim=128, ffn=512, num_classes=10)
-BATCH, LR, MIN_LR, WD, CLIP, SMOOTH, PAD = 128, 2e-3, 1e-5, 0.05, 1.0, 0.1, 2
+LR, MIN_LR, WD, CLIP = 2e-3, 1e-5, 0.05, 1.0
+AUGMENTED = dict(batch=128, warmup=1.0, smoothing=0.1, pad=2, flip=True)  # gmlp train's defaults for fmnist-s
+
+
+def demo_recipe():
+    """make demo's recipe: gmlp train's defaults, changed by the Makefile's DEMO_RECIPE flags."""
+    line = next(l for l in open(os.path.join(HERE, "..", "Makefile")) if l.startswith("DEMO_RECIPE :="))
+    flags, r = line.split(":=", 1)[1].split(), dict(AUGMENTED)
+    keys = {"--batch-size": ("batch", int), "--warmup-epochs": ("warmup", float),
+            "--label-smoothing": ("smoothing", float), "--crop-padding": ("pad", int)}
+    while flags:
+        flag = flags.pop(0)
+        if flag == "--no-hflip":
+            r["flip"] = False
+        elif flag in keys:
+            key, kind = keys[flag]
+            r[key] = kind(flags.pop(0))
+        else:
+            sys.exit(f"speedrun.py: Makefile's DEMO_RECIPE has {flag}, which this script cannot give PyTorch")
+    return r
+
+
+# The recipes' differences, as gmlp train's flags and the same settings for PyTorch.
+RECIPES = {"augmented": AUGMENTED, "demo": demo_recipe()}
+
+
+def gmlp_flags(recipe):
+    r = RECIPES[recipe]
+    flags = ["--batch-size", str(r["batch"]), "--warmup-epochs", f"{r['warmup']:g}", "--label-smoothing",
+             f"{r['smoothing']:g}", "--crop-padding", str(r["pad"])]
+    return flags + ([] if r["flip"] else ["--no-hflip"])
 
 
 def cpu_name():
@@ -72,7 +106,8 @@ def first_reaching(epochs, targets):
 def run_gmlp(args, folder, precision="f32"):
     """gmlp train, watched: stopped (SIGTERM, which saves and exits) once every target is reached."""
     cmd = [args.gmlp, "train", "--preset", "fmnist-s", "--epochs", str(args.epochs), "--threads",
-           str(args.threads), "--out", folder, "--overwrite", "--data-dir", args.data_dir, "--precision", precision]
+           str(args.threads), "--out", folder, "--overwrite", "--data-dir", args.data_dir, "--precision", precision,
+           *gmlp_flags(args.recipe)]
     if args.train_limit:
         cmd += ["--train-limit", str(args.train_limit)]
     metrics = os.path.join(folder, "metrics.jsonl")
@@ -133,8 +168,10 @@ def run_torch(args, mode):
     no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1 or n.endswith(".bias")]
     opt = torch.optim.AdamW([dict(params=no_decay, weight_decay=0.0), dict(params=decay, weight_decay=WD)],
                             lr=LR, betas=(0.9, 0.999), eps=1e-8)
-    steps_per_epoch = len(x_train) // BATCH
-    total, warmup = steps_per_epoch * args.epochs, steps_per_epoch
+    recipe = RECIPES[args.recipe]
+    batch, pad = recipe["batch"], recipe["pad"]
+    steps_per_epoch = len(x_train) // batch
+    total, warmup = steps_per_epoch * args.epochs, int(steps_per_epoch * recipe["warmup"])  # as gmlp truncates
 
     def lr_at(step):
         if step < warmup:
@@ -146,12 +183,15 @@ def run_torch(args, mode):
         else (lambda: torch.autocast("cpu", enabled=False))
     normalize = lambda u8: (u8.float() / 255 - 0.5) / 0.5
 
-    def augment(u8):  # random shift by up to PAD pixels (zero padding), then a random flip
-        padded = F.pad(u8, (PAD, PAD, PAD, PAD))
-        off = torch.randint(0, 2 * PAD + 1, (len(u8), 2), generator=gen)
+    def augment(u8):  # random shift by up to pad pixels (zero padding), then a random flip
+        if pad == 0 and not recipe["flip"]:
+            return u8
+        padded = F.pad(u8, (pad, pad, pad, pad))
+        off = torch.randint(0, 2 * pad + 1, (len(u8), 2), generator=gen)
         out = torch.stack([padded[i, :, dy:dy + 28, dx:dx + 28] for i, (dy, dx) in enumerate(off.tolist())])
-        flip = torch.rand(len(u8), generator=gen) < 0.5
-        out[flip] = out[flip].flip(-1)
+        if recipe["flip"]:
+            flip = torch.rand(len(u8), generator=gen) < 0.5
+            out[flip] = out[flip].flip(-1)
         return out
 
     epochs, step, elapsed = [], 0, 0.0
@@ -160,13 +200,13 @@ def run_torch(args, mode):
         model.train()
         order = torch.randperm(len(x_train), generator=gen)
         for s in range(steps_per_epoch):
-            idx = order[s * BATCH:(s + 1) * BATCH]
+            idx = order[s * batch:(s + 1) * batch]
             xb, yb = normalize(augment(x_train[idx])), y_train[idx].long()
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
             opt.zero_grad(set_to_none=True)
             with precision():
-                loss = F.cross_entropy(model(xb), yb, label_smoothing=SMOOTH)
+                loss = F.cross_entropy(model(xb), yb, label_smoothing=recipe["smoothing"])
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
             opt.step()
@@ -174,8 +214,8 @@ def run_torch(args, mode):
         model.eval()
         correct = 0
         with torch.inference_mode(), precision():
-            for i in range(0, len(x_test), BATCH):
-                correct += (model(normalize(x_test[i:i + BATCH])).argmax(1) == y_test[i:i + BATCH]).sum().item()
+            for i in range(0, len(x_test), batch):
+                correct += (model(normalize(x_test[i:i + batch])).argmax(1) == y_test[i:i + batch]).sum().item()
         elapsed += time.perf_counter() - t0
         epochs.append({"epoch": epoch + 1, "test_acc": correct / len(x_test), "elapsed": round(elapsed, 2)})
         print(f"  torch {mode} epoch {epoch + 1}: {100 * correct / len(x_test):.2f} % at {elapsed:.0f} s", flush=True)
@@ -190,6 +230,8 @@ def main():
     ap.add_argument("--targets", type=float, nargs="+", default=[90, 93], help="test accuracies, in %%")
     ap.add_argument("--epochs", type=int, default=30, help="the schedule's length, and the most any engine runs")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--recipe", choices=sorted(RECIPES), default="augmented",
+                    help="the training recipe both engines follow (see above)")
     ap.add_argument("--data-dir", default=DATA_DIR, help="Fashion-MNIST's gzipped IDX files")
     ap.add_argument("--engines", nargs="+", default=["gmlp", "gmlp-bf16", "eager", "autocast"],
                     choices=["gmlp", "gmlp-bf16", "eager", "autocast"])
@@ -216,7 +258,7 @@ def main():
         save(args, commit, results)  # each engine's figures kept as it ends: the whole run takes hours
     names = {"gmlp": "gmlp (fp32)", "gmlp-bf16": "gmlp (bf16)", "eager": "PyTorch eager (fp32)",
              "autocast": "PyTorch bf16 autocast"}
-    print(f"\nfmnist-s to test accuracy, {args.epochs}-epoch schedule, {args.threads} threads, "
+    print(f"\nfmnist-s to test accuracy, {args.recipe} recipe, {args.epochs}-epoch schedule, {args.threads} threads, "
           f"{cpu_name()}, commit {commit}\n")
     print("| target | " + " | ".join(names[e] for e in results) + " |")
     print("|---|" + "---:|" * len(results))
@@ -245,7 +287,7 @@ def save(args, commit, results):
     """speedrun.json, written to a temporary name and renamed."""
     path = os.path.join(args.out, "speedrun.json")
     with open(path + ".tmp", "w") as f:
-        json.dump({"cpu": cpu_name(), "commit": commit, "threads": args.threads, "epochs": args.epochs,
+        json.dump({"cpu": cpu_name(), "commit": commit, "threads": args.threads, "recipe": args.recipe, "epochs": args.epochs,
                    "targets": args.targets, "results": results}, f, indent=1)
     os.replace(path + ".tmp", path)
 
