@@ -196,6 +196,17 @@ PY
 else
   bad "eval --tta-flip failed"
 fi
+# A model trained without flips has never seen a mirror image: eval --tta-flip says so, and
+# evaluates as asked; without --tta-flip it says nothing.
+if "$GMLP" train --preset fmnist-ti --train-limit 200 --batch-size 100 --epochs 1 --eval-limit 100 --no-hflip \
+     --threads 2 --out "$WORK/noflip" >/dev/null 2>&1 &&
+   "$GMLP" eval --checkpoint "$WORK/noflip/checkpoint.safetensors" --limit 50 --tta-flip >/dev/null 2>"$WORK/noflip_tta.err" &&
+   grep -q "note: '.*noflip/checkpoint.safetensors' was trained with --no-hflip: --tta-flip shows it mirror images" \
+     "$WORK/noflip_tta.err" &&
+   "$GMLP" eval --checkpoint "$WORK/noflip/checkpoint.safetensors" --limit 50 >/dev/null 2>"$WORK/noflip.err" &&
+   ! grep -q "no-hflip" "$WORK/noflip.err"
+then ok "eval --tta-flip notes a model trained with --no-hflip"
+else bad "eval --tta-flip's note: $(cat "$WORK/noflip_tta.err" "$WORK/noflip.err" 2>/dev/null | head -c 400)"; fi
 python3 - "$WORK/boot.png" <<'PY'
 # The first Fashion-MNIST test image (an ankle boot) as an 8-bit gray PNG, written by hand.
 import gzip, struct, sys, zlib

@@ -2,6 +2,10 @@
 // or a random subset of it, and optionally its logits.
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "core/error.h"
@@ -26,6 +30,16 @@ void check_same_classes(const std::vector<std::string>& trained, const std::vect
     if (data[k] != trained[k])
       fail("data '", data_dir, "' calls class ", k, " '", data[k], "', but '", checkpoint, "' was trained with it as '",
            trained[k], "'");
+}
+
+// Whether the checkpoint's run record says it was trained without random flips (--no-hflip).
+bool trained_without_flips(const std::map<std::string, std::string>& metadata) {
+  const auto it = metadata.find("training");
+  if (it == metadata.end()) return false;
+  const nlohmann::json t = nlohmann::json::parse(it->second, nullptr, false);
+  if (!t.is_object() || !t.contains("options") || !t["options"].is_object()) return false;
+  const nlohmann::json& o = t["options"];
+  return o.contains("hflip") && o["hflip"].is_boolean() && !o["hflip"].get<bool>();
 }
 }  // namespace
 
@@ -80,6 +94,11 @@ void add_eval(CLI::App& app) {
         data::load_images(args->data_dir, args->split, ck.config.in_chans, ck.config.img_size), ck.config, fit);
     check_compatible(ck.config, set, args->data_dir);
     check_same_classes(ck.class_names, set.class_names, args->checkpoint, args->data_dir);
+    if (args->tta_flip && trained_without_flips(ck.metadata))
+      std::fprintf(stderr,
+                   "gmlp: note: '%s' was trained with --no-hflip: --tta-flip shows it mirror images it never saw, "
+                   "and its accuracy may fall\n",
+                   args->checkpoint.c_str());
     // The images: all, the first --limit, or --eval-limit drawn by --seed as train draws them.
     std::vector<int64_t> items =
         eval_subset(std::vector<int>(set.labels.begin(), set.labels.end()), args->eval_limit, args->seed);
