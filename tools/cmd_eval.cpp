@@ -5,8 +5,6 @@
 #include <map>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "commands.h"
 #include "core/error.h"
 #include "core/matmul.h"
@@ -34,9 +32,7 @@ void check_same_classes(const std::vector<std::string>& trained, const std::vect
 
 // Whether the checkpoint's run record says it was trained without random flips (--no-hflip).
 bool trained_without_flips(const std::map<std::string, std::string>& metadata) {
-  const auto it = metadata.find("training");
-  if (it == metadata.end()) return false;
-  const nlohmann::json t = nlohmann::json::parse(it->second, nullptr, false);
+  const nlohmann::json t = meta_json(metadata, "training");
   if (!t.is_object() || !t.contains("options") || !t["options"].is_object()) return false;
   const nlohmann::json& o = t["options"];
   return o.contains("hflip") && o["hflip"].is_boolean() && !o["hflip"].get<bool>();

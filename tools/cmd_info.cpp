@@ -43,12 +43,6 @@ void print_wrapped(const std::string& label, const std::vector<std::string>& ite
   std::printf("%s\n", line.c_str());
 }
 
-// The metadata entry `key` as JSON, or null when absent or not JSON.
-nlohmann::json meta_json(const std::map<std::string, std::string>& meta, const char* key) {
-  const auto it = meta.find(key);
-  return it == meta.end() ? nlohmann::json() : nlohmann::json::parse(it->second, nullptr, false);
-}
-
 std::string percent(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f %%", 100 * v);
@@ -183,6 +177,11 @@ bool is_text_preset(const std::string& name) {
 }
 
 }  // namespace
+
+nlohmann::json meta_json(const std::map<std::string, std::string>& meta, const char* key) {
+  const auto it = meta.find(key);
+  return it == meta.end() ? nlohmann::json() : nlohmann::json::parse(it->second, nullptr, false);
+}
 
 void add_info(CLI::App& app) {
   struct Args {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -120,5 +122,9 @@ void add_train_flags(CLI::App& sub, TrainFlags& flags);
 nlohmann::json apply_sets(nlohmann::json config, const std::vector<std::string>& sets);
 ModelConfig apply_sets(ModelConfig config, const std::vector<std::string>& sets);
 std::pair<ModelConfig, TrainOptions> resolve_training(const Preset& preset, const TrainFlags& flags);
+
+// A checkpoint's metadata entry `key` as JSON (its run record, "training", and the like), or null
+// when absent, discarded (is_discarded()) when not JSON.
+nlohmann::json meta_json(const std::map<std::string, std::string>& meta, const char* key);
 
 }  // namespace gmlp::cli
