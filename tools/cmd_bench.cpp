@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <optional>
 
 #include "commands.h"
 #include "core/error.h"
@@ -167,8 +166,8 @@ void add_bench(CLI::App& app) {
       throw CLI::ValidationError("bench", "give exactly one of --preset or --checkpoint");
     set_threads(args->threads);
     // --versus first, so that --precision is the one set from here on.
-    const std::optional<Precision> versus =
-        args->versus.empty() ? std::nullopt : std::optional<Precision>(use_precision(args->versus));
+    const bool compare = !args->versus.empty();
+    const Precision versus = compare ? use_precision(args->versus) : Precision::f32;  // read only if compare
     const Precision precision = use_precision(args->precision);
     use_bf16_engine(args->bf16_engine);
     // The products' precision, and in bf16 whose product computes it.
@@ -193,7 +192,7 @@ void add_bench(CLI::App& app) {
     };
     std::vector<Run> runs;
     runs.push_back({precision, make(), nullptr});
-    if (versus) runs.push_back({*versus, make(), nullptr});
+    if (compare) runs.push_back({versus, make(), nullptr});
     Model<float>& model = *runs[0].model;
     const ModelConfig& cfg = model.config();
     const int64_t B = args->batch_size, K = cfg.num_classes;
@@ -304,8 +303,8 @@ void add_bench(CLI::App& app) {
       for (const auto& [key, row] : rows) {
         j[key + "_images_per_s"] = row->rate.median;
         j[key + "_spread"] = {row->rate.min, row->rate.max};
-        if (versus) {
-          j["versus"]["precision"] = precision_name(*versus);
+        if (compare) {
+          j["versus"]["precision"] = precision_name(versus);
           j["versus"][key + "_images_per_s"] = row->versus.median;
           j["versus"][key + "_spread"] = {row->versus.min, row->versus.max};
           j["versus"][key + "_ratio"] = row->ratio.median;  // --precision's ÷ --versus's, per repetition
@@ -323,9 +322,9 @@ void add_bench(CLI::App& app) {
     const std::string job = ranks > 1 ? cat(" (", comm.describe(), ", ", Bt, " images each)") : std::string();
     std::printf("gmlp bench  %ld params, %.1f MFLOP/image, batch %ld%s, %d threads, %s\n", long(model.num_params()),
                 flops / 1e6, long(B), job.c_str(), num_threads(), products(precision).c_str());
-    if (versus)
+    if (compare)
       std::printf("            each row also in %s, alternating repetition by repetition: ratio %s ÷ %s\n",
-                  products(*versus).c_str(), precision_name(precision), precision_name(*versus));
+                  products(versus).c_str(), precision_name(precision), precision_name(versus));
     for (const auto& [key, row] : rows) {
       const Timing& t = row->rate;
       char extra[64];
@@ -335,13 +334,13 @@ void add_bench(CLI::App& app) {
         std::snprintf(extra, sizeof extra, "  %6.1f GFLOP/s", key == "train" ? train_gflops : infer_gflops);
       const char* label = key == "train" ? "train step" : key == "infer" ? "inference" : "inference b=1";
       std::printf("%-13s %9.1f images/s  [%.1f, %.1f]%s\n", label, t.median, t.min, t.max, extra);
-      if (versus)
-        std::printf("  %-11s %9.1f images/s  [%.1f, %.1f]  ratio %.3f [%.3f, %.3f]\n", precision_name(*versus),
+      if (compare)
+        std::printf("  %-11s %9.1f images/s  [%.1f, %.1f]  ratio %.3f [%.3f, %.3f]\n", precision_name(versus),
                     row->versus.median, row->versus.min, row->versus.max, row->ratio.median, row->ratio.min,
                     row->ratio.max);
     }
     std::printf("peak RSS      %9.1f MB%s%s\n", peak, training ? "" : " (inference only)",
-                versus ? " (both precisions' models)" : "");
+                compare ? " (both precisions' models)" : "");
     if (args->profile && training) print_profile(("a training step, batch " + std::to_string(B)).c_str(), prof_train);
     if (args->profile && inference) {
       print_profile(("inference, batch " + std::to_string(B)).c_str(), prof_infer);
