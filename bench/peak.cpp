@@ -39,7 +39,7 @@ __attribute__((target("avx512f"))) float fma_avx512(int64_t iters) {
 #pragma GCC unroll 12
     for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, c);
   float s = 0;
-  for (int i = 0; i < kChains; ++i) s += _mm512_reduce_add_ps(acc[i]);
+  for (int i = 0; i < kChains; ++i) s += _mm512_cvtss_f32(acc[i]);
   return s;
 }
 
@@ -51,7 +51,7 @@ __attribute__((target("avx512f,avx512bf16"))) float dot_bf16(int64_t iters) {
 #pragma GCC unroll 12
     for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
   float s = 0;
-  for (int i = 0; i < kChains; ++i) s += _mm512_reduce_add_ps(acc[i]);
+  for (int i = 0; i < kChains; ++i) s += _mm512_cvtss_f32(acc[i]);
   return s;
 }
 

@@ -28,11 +28,16 @@ std::vector<std::string> split_at_masks(const std::string& text) {
 }
 
 // A piece as text: the word-start mark dropped at its front and a space elsewhere.
-std::string piece_text(std::string piece, bool* starts_word) {
+std::string piece_text(const std::string& piece, bool* starts_word) {
   *starts_word = piece.rfind(kWordStart, 0) == 0;
-  if (*starts_word) piece.erase(0, kWordStart.size());
-  for (size_t at; (at = piece.find(kWordStart)) != std::string::npos;) piece.replace(at, kWordStart.size(), " ");
-  return piece;
+  std::string text;
+  for (size_t from = *starts_word ? kWordStart.size() : 0;;) {
+    const size_t at = piece.find(kWordStart, from);
+    text.append(piece, from, at == std::string::npos ? std::string::npos : at - from);
+    if (at == std::string::npos) return text;
+    text += ' ';
+    from = at + kWordStart.size();
+  }
 }
 
 }  // namespace
