@@ -246,14 +246,14 @@ TEST_P(Gemm, RowsGiveTheBitsOfTheWholeProductWhereverTheyFall) {
                  Case{true, false, true, 230, 33, 49}, Case{false, true, false, 120, 100, 600}}) {
     const Operands o = make(c, seed++);
     const std::vector<float> whole = run(f, c, o);
-    for (const auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 1},
-                                {5, 6},
-                                {0, 49},
-                                {49, 98},
-                                {13, 114},
-                                {7, 108},
-                                {1, int64_t(c.M)},
-                                {int64_t(c.M) - 2, int64_t(c.M)}})
+    for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{0, 1},
+                                 {5, 6},
+                                 {0, 49},
+                                 {49, 98},
+                                 {13, 114},
+                                 {7, 108},
+                                 {1, int64_t(c.M)},
+                                 {int64_t(c.M) - 2, int64_t(c.M)}})
       for (const int t : {1, 2}) {
         SCOPED_TRACE(testing::Message() << "rows [" << r0 << ", " << r1 << ") of " << c.M << "x" << c.N << "x" << c.K
                                         << " ta " << c.ta << " tb " << c.tb << " on " << t << " threads");
