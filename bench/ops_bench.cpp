@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/build_info.h"
@@ -426,9 +428,12 @@ double g_peak[3][3] = {};
 // side by side on the same CPU (set_bf16_engine); bf16_stored is gmlp's own bf16 on operands
 // stored as bfloat16, as a layer stores the activations only products read (core/operand.h), and
 // bf16_out the same writing C as bfloat16 too, as fc1's forward writes an MLP's hidden layer.
-// Names: matmul/SHAPE/PRODUCT/onednn|gemm|bf16|bf16_stored|bf16_out|onednn_bf16/threads:T; FLOP 2·M·N·K, and
-// peak: the share of the measured peak of the instructions the product runs on (fp32 FMA,
-// vdpbf16ps, or AMX's tiles where the CPU has AMX).
+// The gate's products, whose packing is a large share of such small products, also run with
+// one operand packed beforehand (gemm::Packed; gemm_packed_a|b, bf16_packed_a|b): what the call
+// costs less is that operand's packing, and with both figures the rest is the tile work.
+// Names: matmul/SHAPE/PRODUCT/ENGINE/threads:T; FLOP 2·M·N·K, and peak: the share of the measured
+// peak of the instructions the product runs on (fp32 FMA, vdpbf16ps, or AMX's tiles where the CPU
+// has AMX).
 void register_matmul(const Shape& s) {
   struct Product {
     const char* name;
@@ -441,13 +446,32 @@ void register_matmul(const Shape& s) {
                               {"fc2_dx", false, false, M, H, D},     {"fc2_dw", true, false, D, H, M},
                               {"sgu_image", false, false, N, H, N},  {"sgu_image_dw", false, true, N, N, H},
                               {"sgu_image_dx", true, false, N, H, N}};
-  enum Engine { onednn, gemm, bf16, bf16_stored, bf16_out, onednn_bf16 };
+  enum Engine {
+    onednn,
+    gemm,
+    gemm_packed_a,
+    gemm_packed_b,
+    bf16,
+    bf16_packed_a,
+    bf16_packed_b,
+    bf16_stored,
+    bf16_out,
+    onednn_bf16
+  };
+  const char* engine_names[] = {"onednn",        "gemm",          "gemm_packed_a", "gemm_packed_b", "bf16",
+                                "bf16_packed_a", "bf16_packed_b", "bf16_stored",   "bf16_out",      "onednn_bf16"};
   for (const Product& p : products)
-    for (const Engine engine : {onednn, gemm, bf16, bf16_stored, bf16_out, onednn_bf16}) {
-      if (engine == gemm && !gemm::available()) continue;
-      if ((engine == bf16 || engine == bf16_stored || engine == bf16_out) && !gemm::bf16_available()) continue;
+    for (const Engine engine : {onednn, gemm, gemm_packed_a, gemm_packed_b, bf16, bf16_packed_a, bf16_packed_b,
+                                bf16_stored, bf16_out, onednn_bf16}) {
+      const bool packs_a = engine == gemm_packed_a || engine == bf16_packed_a;
+      const bool packs_b = engine == gemm_packed_b || engine == bf16_packed_b;
+      const bool gmlp_f32 = engine == gemm || engine == gemm_packed_a || engine == gemm_packed_b;
+      const bool gmlp_bf16 = engine == bf16 || engine == bf16_packed_a || engine == bf16_packed_b ||
+                             engine == bf16_stored || engine == bf16_out;
+      if ((packs_a || packs_b) && std::string_view(p.name).rfind("sgu_image", 0) != 0) continue;
+      if (gmlp_f32 && !gemm::available()) continue;
+      if (gmlp_bf16 && !gemm::bf16_available()) continue;
       if (engine == onednn_bf16 && !cpu_has_bf16()) continue;
-      const char* engine_names[] = {"onednn", "gemm", "bf16", "bf16_stored", "bf16_out", "onednn_bf16"};
       const char* engine_name = engine_names[engine];
       for (const int threads : {1, 2}) {
         const std::string name = cat("matmul/", s.name, "/", p.name, "/", engine_name, "/threads:", threads);
@@ -460,15 +484,28 @@ void register_matmul(const Shape& s) {
               const float* B = b.uniform(p.K * p.N);
               float* C = b.fill(p.M * p.N, 0);
               const int64_t lda = p.ta ? p.M : p.K, ldb = p.tb ? p.K : p.N;
-              // bf16_stored, bf16_out: the operands rounded once, as a layer stores them.
+              // bf16_stored, bf16_out: the operands rounded once, as a layer stores them; operands
+              // stored as bfloat16 make the product bf16 in either precision.
+              const bool stored = engine == bf16_stored || engine == bf16_out;
               std::vector<uint16_t> A16, B16, C16(engine == bf16_out ? size_t(p.M * p.N) : 0);
-              if (engine == bf16_stored || engine == bf16_out) {
+              if (stored) {
                 A16.resize(size_t(p.M * p.K)), B16.resize(size_t(p.K * p.N));
                 gemm::round_to_bf16(A16.data(), A, p.M * p.K);
                 gemm::round_to_bf16(B16.data(), B, p.K * p.N);
               }
+              const bool bf16_product = gmlp_bf16 || engine == onednn_bf16;
+              set_matmul_precision(bf16_product && !stored ? Precision::bf16 : Precision::f32);
+              if (bf16_product) set_bf16_engine(engine == onednn_bf16 ? Bf16Engine::onednn : Bf16Engine::gmlp);
+              // The one operand packed beforehand, in the format of the product in use.
+              std::unique_ptr<gemm::Packed> packed;
+              if (packs_a) packed = std::make_unique<gemm::Packed>(gemm::Side::a, bf16_product, p.ta, p.M, p.K, A, lda);
+              if (packs_b) packed = std::make_unique<gemm::Packed>(gemm::Side::b, bf16_product, p.tb, p.K, p.N, B, ldb);
               auto call = [&] {
-                if (engine == bf16_stored || engine == bf16_out)
+                if (packs_a)
+                  gemm::multiply(*packed, p.tb, p.N, B, ldb, false, C, p.N);
+                else if (packs_b)
+                  gemm::multiply(p.ta, p.M, A, lda, *packed, false, C, p.N);
+                else if (stored)
                   matmul<float>(p.ta, p.tb, p.M, p.N, p.K, Operand<float>::bf16(A16.data()), lda,
                                 Operand<float>::bf16(B16.data()), ldb, 0.f,
                                 engine == bf16_out ? Output<float>::bf16(C16.data()) : Output<float>(C), p.N);
@@ -477,9 +514,6 @@ void register_matmul(const Shape& s) {
                 else
                   matmul<float>(p.ta, p.tb, p.M, p.N, p.K, A, lda, B, ldb, 0.f, C, p.N);
               };
-              const bool bf16_product = engine == bf16 || engine == onednn_bf16;
-              set_matmul_precision(bf16_product ? Precision::bf16 : Precision::f32);
-              if (engine >= bf16) set_bf16_engine(engine == onednn_bf16 ? Bf16Engine::onednn : Bf16Engine::gmlp);
               call();
               for (auto _ : st) call();
               set_matmul_precision(Precision::f32);
@@ -487,7 +521,7 @@ void register_matmul(const Shape& s) {
               // bf16 runs on AMX's tiles where the CPU has them: oneDNN's always, gmlp's by its kernel.
               const bool tiles =
                   engine == onednn_bf16 ? g_peak[kBf16Tiles][1] > 0 : gemm::bf16_kernel() == gemm::Bf16Kernel::amx;
-              const PeakKind kind = engine <= gemm ? kFp32 : tiles ? kBf16Tiles : kBf16Dot;
+              const PeakKind kind = !bf16_product ? kFp32 : tiles ? kBf16Tiles : kBf16Dot;
               const double flops = 2.0 * p.M * p.N * p.K, peak = g_peak[kind][threads];
               st.counters["FLOP"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
               if (peak > 0)
