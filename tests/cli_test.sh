@@ -660,6 +660,17 @@ for cmd in "predict --checkpoint $LMCK $WORK/boot.png" "eval --checkpoint $LMCK"
     "'$LMCK' is a text checkpoint \(a masked-language model from gmlp pretrain\), not an image classifier .*: use it with gmlp fill-mask, or as gmlp finetune --init" -- \
     "$GMLP" $cmd
 done
+# A run's optimizer state given for its model: named, with the checkpoint beside it.
+for run in full lm_full; do
+  for cmd in "predict --checkpoint $WORK/$run/train_state.safetensors $WORK/boot.png" \
+             "fill-mask --checkpoint $WORK/$run/train_state.safetensors a" \
+             "export --checkpoint $WORK/$run/train_state.safetensors --onnx $WORK/state.onnx"; do
+    # shellcheck disable=SC2086
+    expect_error "${cmd%% *} on $run's optimizer state" 1 \
+      "'$WORK/$run/train_state.safetensors' is a run's optimizer state \(the AdamW moments, no weights\), not a checkpoint: use '$WORK/$run/checkpoint.safetensors' from the same run" -- \
+      "$GMLP" $cmd
+  done
+done
 expect_error "train --resume of a text run" 1 "'$WORK/lm_full' is a text run, not an image classifier's: resume it with gmlp pretrain --resume" -- \
   "$GMLP" train --resume "$WORK/lm_full"
 expect_error "pretrain --resume of an image run" 1 "'$WORK/full' is an image classifier's run, not a text run: resume it with gmlp train --resume" -- \

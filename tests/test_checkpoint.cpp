@@ -39,7 +39,9 @@ void expect_load_error(const std::string& path, const std::string& phrase) {
     ADD_FAILURE() << "loading " << path << " should fail with '" << phrase << "'";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    const size_t at = msg.find(path);
+    EXPECT_NE(at, std::string::npos) << msg;
+    EXPECT_EQ(msg.find(path, at + 1), std::string::npos) << "the file is named twice: " << msg;
     EXPECT_NE(msg.find(phrase), std::string::npos) << msg;
   }
   std::filesystem::remove(path);
@@ -125,6 +127,24 @@ TEST(Checkpoint, TheOtherKindIsNamedWithTheCommandsItIsFor) {
   expect_load_error(task_path,
                     "is a text checkpoint (gmlp finetune, task genre), not an image classifier (of gmlp train, or a "
                     "timm state_dict): use it with gmlp fill-mask");
+  // A run's optimizer state (train_state.safetensors), given to either kind of command.
+  const float moments[2] = {0, 0};
+  const std::string state_path = ::testing::TempDir() + "train_state.safetensors";
+  st::save(state_path, {{"adamw.m", {2}, moments}, {"adamw.v", {2}, moments}}, {{"epoch", "1"}, {"adamw_steps", "9"}});
+  const std::string beside = (std::filesystem::path(state_path).parent_path() / "checkpoint.safetensors").string();
+  for (auto load :
+       {+[](const std::string& p) { load_checkpoint(p); }, +[](const std::string& p) { load_text_checkpoint(p); }}) {
+    try {
+      load(state_path);
+      ADD_FAILURE() << "an optimizer state loaded as a model";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "'" + state_path +
+                                           "' is a run's optimizer state (the AdamW moments, no weights), not a "
+                                           "checkpoint: use '" +
+                                           beside + "' from the same run");
+    }
+  }
+  std::filesystem::remove(state_path);
   // And the other way: an image classifier given to fill-mask or finetune --init.
   for (const auto& meta :
        {std::map<std::string, std::string>{{"format", "gmlp"}}, std::map<std::string, std::string>{}}) {

@@ -43,7 +43,7 @@ void add_export(CLI::App& app) {
   sub->add_option("--onnx", args->onnx, "The ONNX file to write (replaced if it exists)")->required();
   sub->add_option("--opset", args->opset,
                   "ONNX opset: the ops used mean the same in each; the oldest is read by the most runtimes")
-      ->check(CLI::Range(kMinOpset, kMaxOpset))
+      ->check(whole_in(kMinOpset, kMaxOpset))
       ->capture_default_str();
   sub->add_option(
          "--head", args->head,

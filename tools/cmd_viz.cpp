@@ -26,7 +26,9 @@ void add_viz(CLI::App& app) {
   sub->add_option("--checkpoint", args->checkpoint,
                   "An image checkpoint of a gmlp, amlp or resmlp model: draws each chosen block's "
                   "spatial matrix W (spatial_block<N>.png)");
-  sub->add_option("--blocks", args->blocks, "Blocks to draw, e.g. 0,3 (default: first, middle, last)")->delimiter(',');
+  sub->add_option("--blocks", args->blocks, "Blocks to draw, e.g. 0,3 (default: first, middle, last)")
+      ->delimiter(',')
+      ->check(at_least(0));
   sub->add_option("--color-scale", args->color_scale,
                   "Colours of the spatial weights: tile (each tile by its own largest |w|: shapes) or "
                   "shared (one scale for the whole matrix: magnitudes)")

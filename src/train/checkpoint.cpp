@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
@@ -8,8 +9,11 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "nn/model_kind.h"
+#include "train/run_files.h"
 
 namespace gmlp {
+
+namespace fs = std::filesystem;
 
 void save_checkpoint(const std::string& path, const Model<float>& model, const data::Normalization& norm,
                      const std::vector<std::string>& class_names, const std::map<std::string, std::string>& extra) {
@@ -162,6 +166,7 @@ ModelConfig config_from_tensors(const st::File& file, std::vector<std::string>* 
 CheckpointKind checkpoint_kind(const st::File& file) {
   const auto& meta = file.metadata();
   const auto format = meta.find("format");
+  if (meta.count("adamw_steps") && file.find("adamw.m")) return CheckpointKind::run_state;
   if (meta.count("tokenizer") || (format != meta.end() && format->second == "gmlp-text")) return CheckpointKind::text;
   if ((format != meta.end() && format->second == "gmlp") || file.find("stem.proj.weight") || file.find("head.weight"))
     return CheckpointKind::image;
@@ -178,9 +183,16 @@ std::string describe_checkpoint(const st::File& file) {
       if (task != file.metadata().end()) return "a text checkpoint (gmlp finetune, task " + task->second + ")";
       return "a text checkpoint (a masked-language model from gmlp pretrain)";
     }
+    case CheckpointKind::run_state: return "a run's optimizer state (the AdamW moments, no weights)";
     case CheckpointKind::unknown: break;
   }
   return "a safetensors file of neither gmlp's image nor its text checkpoints";
+}
+
+void refuse_run_state(const st::File& file, const std::string& path) {
+  if (checkpoint_kind(file) != CheckpointKind::run_state) return;
+  const std::string beside = (fs::path(path).parent_path() / RunFiles::kCheckpoint).string();
+  fail("'", path, "' is ", describe_checkpoint(file), ", not a checkpoint: use '", beside, "' from the same run");
 }
 
 void change_image_size(Checkpoint& ck, const std::string& path, int img_size, GridFit fit) {
@@ -201,6 +213,7 @@ void change_image_size(Checkpoint& ck, const std::string& path, int img_size, Gr
 
 Checkpoint load_checkpoint(const std::string& path) {
   const st::File file = st::File::open(path);
+  refuse_run_state(file, path);
   if (checkpoint_kind(file) == CheckpointKind::text)
     fail("'", path, "' is ", describe_checkpoint(file),
          ", not an image classifier (of gmlp train, or a timm state_dict): use it with gmlp fill-mask, "
@@ -217,12 +230,16 @@ Checkpoint load_checkpoint(const std::string& path) {
     }
   };
   const nlohmann::json cfg = meta_json("config");
-  try {
-    ck.config = cfg.is_object() ? ModelConfig::from_json(cfg) : config_from_tensors(file, &ck.notes);
-  } catch (const nlohmann::json::exception& e) {
-    fail("failed to load checkpoint '", path, "': metadata 'config' is malformed: ", e.what());
-  } catch (const Error& e) {  // an unknown model kind
-    fail("failed to load checkpoint '", path, "': ", e.what());
+  if (!cfg.is_object()) {
+    ck.config = config_from_tensors(file, &ck.notes);  // its errors name the file
+  } else {
+    try {
+      ck.config = ModelConfig::from_json(cfg);
+    } catch (const nlohmann::json::exception& e) {
+      fail("failed to load checkpoint '", path, "': metadata 'config' is malformed: ", e.what());
+    } catch (const Error& e) {  // an unknown model kind
+      fail("failed to load checkpoint '", path, "': ", e.what());
+    }
   }
   try {  // the config, then the tensors it asks for, before anything is allocated
     ck.config.validate();

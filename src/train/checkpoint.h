@@ -56,12 +56,16 @@ ModelConfig config_from_tensors(const st::File& file, std::vector<std::string>* 
 
 // What a safetensors file holds, from its metadata and tensor names, so that a command given
 // the other kind says so: an image classifier (gmlp train's, or a timm state_dict), a text
-// model (gmlp pretrain's or finetune's, with its tokenizer), or neither that it can tell.
-enum class CheckpointKind { image, text, unknown };
+// model (gmlp pretrain's or finetune's, with its tokenizer), a run's optimizer state (its
+// train_state.safetensors, which holds no weights), or none that it can tell.
+enum class CheckpointKind { image, text, run_state, unknown };
 CheckpointKind checkpoint_kind(const st::File& file);
 // The kind in words, for such errors: "an image classifier checkpoint (gmlp train)", "a text
 // checkpoint (a masked-language model from gmlp pretrain)", "a text checkpoint (gmlp finetune,
 // task genre)".
 std::string describe_checkpoint(const st::File& file);
+// Throws gmlp::Error if `file` (read from path) is a run's optimizer state rather than a model:
+// a one-line error naming the checkpoint beside it.
+void refuse_run_state(const st::File& file, const std::string& path);
 
 }  // namespace gmlp

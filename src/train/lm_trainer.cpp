@@ -60,6 +60,7 @@ void save_text_checkpoint(const std::string& path, const TextModel<float>& model
 
 TextCheckpoint load_text_checkpoint(const std::string& path) {
   const st::File file = st::File::open(path);
+  refuse_run_state(file, path);
   if (checkpoint_kind(file) == CheckpointKind::image)
     fail("'", path, "' is ", describe_checkpoint(file),
          ", not a text model (of gmlp pretrain or finetune): use it with gmlp predict, eval or viz");
