@@ -550,6 +550,49 @@ TEST(FastVsRef, Sgu) {
     }
 }
 
+// The gate packs W once a call (ConstantForCall), not once an image, and keeps the pack for the
+// next call: a W changed in place between calls (an optimizer step) is packed again, giving the
+// bits of a W met for the first time, in the pack's own buffer. f32, and bf16 where it runs.
+TEST(FastVsRef, SguPacksWOnceACallAndAgainAfterItChanges) {
+  const test::WithThreads two(2);
+  const SguShape s{49, 6, 38, SguGate::split};
+  const int64_t M = s.rows(), H = s.H(), N = s.N;
+  Rng rng(21);
+  GateInputs in(s, rng);
+  const std::vector<float> W2 = randn<float>(N * N, rng, 0.15);
+  std::vector<Precision> precisions{Precision::f32};
+  if (gemm::bf16_available()) precisions.push_back(Precision::bf16);
+  for (const Precision p : precisions) {
+    SCOPED_TRACE(precision_name(p));
+    set_matmul_precision(p);
+    // Forward and backward at W, its output and input gradient as bits.
+    auto run = [&](const float* W) {
+      std::vector<float> out(M * H), mean(M), rstd(M), g(M * H), dz(M * s.F), dgm(H, 0.f), dbt(H, 0.f), dW(N * N, 0.f),
+          db(N, 0.f);
+      sgu_forward(out.data(), mean.data(), rstd.data(), g.data(), in.z.data(), in.gamma.data(), in.beta.data(), W,
+                  in.b.data(), s, 1e-5f);
+      sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), in.dout.data(), in.z.data(), mean.data(),
+                   rstd.data(), g.data(), in.gamma.data(), in.beta.data(), W, s);
+      out.insert(out.end(), dz.begin(), dz.end());
+      return out;
+    };
+    std::vector<float> W = in.W;
+    const std::vector<float> first = run(W.data());
+    const size_t kept = constant_pack_bytes();
+    EXPECT_GT(kept, 0u) << "the call kept its packs of W for the next";
+    EXPECT_EQ(run(W.data()), first);
+    std::copy(W2.begin(), W2.end(), W.begin());  // a step of the optimizer
+    const std::vector<float> fresh = run(W2.data());
+    const size_t with_fresh = constant_pack_bytes();
+    EXPECT_EQ(run(W.data()), fresh) << "the pack of the old W was used";
+    EXPECT_EQ(constant_pack_bytes(), with_fresh) << "the new W was packed into the old pack's buffer";
+    EXPECT_NE(fresh, first);
+    drop_packs(W.data(), W.data() + W.size());
+    drop_packs(W2.data(), W2.data() + W2.size());
+  }
+  set_matmul_precision(Precision::f32);
+}
+
 // At batch 1 the threads split the image's channels (sgu_forward): two threads give one thread's
 // bits, for every gate, with aMLP's residual and a padding token, in training (statistics and g
 // saved, g as floats and as bf16) and in inference (nothing saved, the output as floats and as

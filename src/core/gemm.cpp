@@ -587,19 +587,19 @@ void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Opera
 void Packed::Free::operator()(void* p) const { std::free(p); }
 
 Packed::Packed(Side side, bool bf16, bool trans, int64_t rows, int64_t cols, const float* X, int64_t ld)
-    : side_(side),
-      bf16_(bf16),
-      kernel_(bf16_kernel()),
-      rows_(rows),
-      cols_(cols),
-      kc_(bf16 ? Bf16::kc : F32::kc),
-      slices_k_((K() + kc_ - 1) / kc_) {
+    : side_(side), bf16_(bf16), trans_(trans), rows_(rows), cols_(cols), kc_(bf16 ? Bf16::kc : F32::kc) {
   static_assert(Bf16::kc == Amx::kc);
   GMLP_CHECK(rows > 0 && cols > 0 && (bf16 ? bf16_available() : available()));
-  const View x{X, trans ? 1 : ld, trans ? ld : 1, false};
+  slices_k_ = (K() + kc_ - 1) / kc_;
+  repack(X, ld);
+}
+
+void Packed::repack(const float* X, int64_t ld) {
+  kernel_ = bf16_kernel();
+  const View x{X, trans_ ? 1 : ld, trans_ ? ld : 1, false};
   // Each slice as block() packs one: B's panels nr apart, words(kc) × nr words each; A's whole
   // rows in panels of mr, words(kc) × mr words each. B's slices go across its columns too.
-  const int64_t K = this->K(), width = side == Side::b ? cols : 1;
+  const int64_t K = this->K(), width = side_ == Side::b ? cols_ : 1;
   auto each_slice = [&](auto&& f, auto&& visit) {
     for (int64_t jc = 0; jc < width; jc += kNC)
       for (int64_t pc = 0; pc < K; pc += kc_) visit(f, jc, std::min(kNC, width - jc), pc, std::min(kc_, K - pc));
@@ -610,20 +610,24 @@ Packed::Packed(Side side, bool bf16, bool trans, int64_t rows, int64_t cols, con
     offsets_.assign(1, 0);
     each_slice(f, [&](const auto& f, int64_t, int64_t nc, int64_t, int64_t kc) {
       // B's columns, or A's rows, padded to whole panels.
-      const int64_t padded = side == Side::b ? round_up(nc, f.nr()) : round_up(rows, Format::mr);
+      const int64_t padded = side_ == Side::b ? round_up(nc, f.nr()) : round_up(rows_, Format::mr);
       offsets_.push_back(offsets_.back() + size_t(padded * f.words(kc)) * sizeof(Word));
     });
-    data_.reset(std::aligned_alloc(64, size_t(round_up(int64_t(offsets_.back()), 64))));
-    if (!data_) throw std::bad_alloc();
+    const size_t bytes = size_t(round_up(int64_t(offsets_.back()), 64));
+    if (bytes > capacity_) {
+      data_.reset(std::aligned_alloc(64, bytes));
+      if (!data_) throw std::bad_alloc();
+      capacity_ = bytes;
+    }
     size_t s = 0;
     each_slice(f, [&](const auto& f, int64_t jc, int64_t nc, int64_t pc, int64_t kc) {
       Word* dst = reinterpret_cast<Word*>(static_cast<char*>(data_.get()) + offsets_[s++]);
-      if (side == Side::a) return f.pack_a(dst, x.from(0, pc), rows, kc);
+      if (side_ == Side::a) return f.pack_a(dst, x.from(0, pc), rows_, kc);
       for (int64_t j = 0; j < nc; j += f.nr())
         f.pack_b(dst + j * f.words(kc), x.from(pc, jc + j), kc, std::min(f.nr(), nc - j));
     });
   };
-  if (bf16)
+  if (bf16_)
     with_bf16_format(kernel_, pack);
   else
     pack(F32{isa()});

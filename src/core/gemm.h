@@ -122,6 +122,9 @@ class Packed {
   // op(X), rows × cols (M × K as A, K × N as B), X stored transposed when trans, row stride ld.
   // bf16: packed for bf16gemm's format (rounded to bfloat16) of the kernel in use, else for sgemm's.
   Packed(Side side, bool bf16, bool trans, int64_t rows, int64_t cols, const float* X, int64_t ld);
+  // Packs X (of the same shape, layout and format) again, into the buffer it has when the bf16
+  // kernel in use is still the pack's: a weight packed once per step allocates only once.
+  void repack(const float* X, int64_t ld);
   Side side() const { return side_; }
   bool bf16() const { return bf16_; }
   Bf16Kernel kernel() const { return kernel_; }  // bf16's kernel, whose format it is packed in
@@ -138,11 +141,12 @@ class Packed {
     void operator()(void* p) const;
   };
   Side side_;
-  bool bf16_;
+  bool bf16_, trans_;
   Bf16Kernel kernel_;
   int64_t rows_, cols_, kc_, slices_k_;
   std::vector<size_t> offsets_;  // bytes, one a slice and the end
   std::unique_ptr<void, Free> data_;
+  size_t capacity_ = 0;  // bytes at data_
 };
 
 // C = op(A)·B (+ C) with B packed beforehand, or C = A·op(B) (+ C) with A packed beforehand:

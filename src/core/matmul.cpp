@@ -311,6 +311,7 @@ enum class Form { f32_pack, bf16_pack, bf16_dense };
 struct Kept {
   std::unique_ptr<gemm::Packed> pack;
   std::vector<uint16_t> dense;
+  bool stale = false;  // its range's ConstantForCall has ended: made again, in place, on next use
   size_t bytes() const { return pack ? pack->bytes() : dense.size() * sizeof(uint16_t); }
 };
 
@@ -338,6 +339,12 @@ Constants& constants() {
   return c;
 }
 
+// Frees the kept forms of operands lying in [begin, end); c's mutex held.
+void erase_kept(Constants& c, const float* begin, const float* end) {
+  for (auto it = c.kept.begin(); it != c.kept.end();)
+    it = it->first.x >= begin && it->first.x < end ? c.kept.erase(it) : std::next(it);
+}
+
 // The kept form of the operand op(X) on `side` (r × c, X stored c × r when trans, row stride ld),
 // made on first use, where X lies in a constant range; else null. A dense copy is just the stored
 // matrix rounded, the same for either side.
@@ -353,14 +360,17 @@ const Kept* constant_form(Form form, gemm::Side side, bool trans, int64_t r, int
   if (last > range->second) return nullptr;
   if (form == Form::bf16_dense) side = gemm::Side::a;  // one copy serves both
   Kept& k = cs.kept[Constants::Key{X, side, trans, form, r, c, ld}];
-  if (k.pack || !k.dense.empty()) return &k;
+  if ((k.pack || !k.dense.empty()) && !k.stale) return &k;
   if (form == Form::bf16_dense) {
     const int64_t rows = trans ? c : r, cols = trans ? r : c;  // as stored
     k.dense.resize(size_t(rows * cols));
     to_bf16(k.dense.data(), X, rows, cols, ld);
+  } else if (k.pack) {
+    k.pack->repack(X, ld);
   } else {
     k.pack = std::make_unique<gemm::Packed>(side, form == Form::bf16_pack, trans, r, c, X, ld);
   }
+  k.stale = false;
   return &k;
 }
 
@@ -405,8 +415,32 @@ void release_constant(const float* begin) {
   std::lock_guard<std::mutex> lock(c.mutex);
   const auto range = c.ranges.find(begin);
   if (range == c.ranges.end()) return;
-  for (auto it = c.kept.begin(); it != c.kept.end();)
-    it = it->first.x >= range->first && it->first.x < range->second ? c.kept.erase(it) : std::next(it);
+  erase_kept(c, range->first, range->second);
+  c.ranges.erase(range);
+  c.held.fetch_sub(1, std::memory_order_release);
+}
+
+void drop_packs(const float* begin, const float* end) {
+  Constants& c = constants();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  erase_kept(c, begin, end);
+}
+
+ConstantForCall::ConstantForCall(const float* begin, const float* end) {
+  Constants& c = constants();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto range = c.ranges.upper_bound(begin);
+  if (range != c.ranges.begin() && std::prev(range)->second >= end) return;  // held already
+  if (c.ranges.emplace(begin, end).second) c.held.fetch_add(1, std::memory_order_release), begin_ = begin;
+}
+
+ConstantForCall::~ConstantForCall() {
+  if (!begin_) return;
+  Constants& c = constants();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  const auto range = c.ranges.find(begin_);
+  for (auto& [key, k] : c.kept)
+    if (key.x >= range->first && key.x < range->second) k.stale = true;
   c.ranges.erase(range);
   c.held.fetch_sub(1, std::memory_order_release);
 }

@@ -81,6 +81,25 @@ void release_constant(const float* begin);
 // Bytes of the packs kept now.
 size_t constant_pack_bytes();
 
+// Holds [begin, end) constant while it lives, as hold_constant does, for an op that multiplies by
+// the same weight many times in one call: the gate's token-mixing W, once an image, is then
+// packed (or, for oneDNN's bf16 primitive, rounded) once a call instead of once an image. Its
+// packs outlive it, marked stale, so that the next hold of the same weight packs it again in
+// place: once a training step has run, the step allocates nothing. Inside a range held already
+// (a frozen model's weights) it does nothing. The weight must not change while it lives.
+class ConstantForCall {
+ public:
+  ConstantForCall(const float* begin, const float* end);
+  ~ConstantForCall();
+  ConstantForCall(const ConstantForCall&) = delete;
+  ConstantForCall& operator=(const ConstantForCall&) = delete;
+
+ private:
+  const float* begin_ = nullptr;  // the range it holds; null where it holds none
+};
+// Frees the packs kept of operands in [begin, end), stale or not: a model's weights, as it goes.
+void drop_packs(const float* begin, const float* end);
+
 // epilogue, when given, runs on C once it is final (gemm::Epilogue): block by block inside gmlp's
 // own products, on the whole of C after the others.
 // An operand stored as bf16 makes the product bf16. C may be stored as bf16 (with beta 0): gmlp's

@@ -156,8 +156,10 @@ int64_t ParamModel<T>::plan_bytes(int64_t max_batch, Mode mode) {
 
 template <class T>
 ParamModel<T>::~ParamModel() {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
     if (frozen_) release_constant(w_.data());
+    drop_packs(w_.data(), w_.data() + w_.size());  // ConstantForCall's, which outlive their calls
+  }
 }
 
 template <class T>

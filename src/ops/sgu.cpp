@@ -88,6 +88,18 @@ inline void prefetch(const T* p, int64_t n, bool write = false) {
 }
 constexpr int64_t kAhead = 2;  // rows ahead
 
+// Holds the gate's W constant for a call of sgu_forward or sgu_backward, whose products multiply
+// every image by it: packed once a call, not once an image (core/matmul.h's ConstantForCall).
+// double's products pack nothing.
+template <class T>
+struct WeightForCall {
+  WeightForCall(const T*, const T*) {}
+};
+template <>
+struct WeightForCall<float> : ConstantForCall {
+  using ConstantForCall::ConstantForCall;
+};
+
 // The gate on a row: g's final value, v = g + bias (g: the token product's sum, with aMLP's res
 // added), is kept at gs (g's own row, or its bfloat16 copy), and out made from it.
 template <class T, class G>
@@ -141,6 +153,7 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
   const SguGate gate = s.gate;
   const bool save = mean != nullptr;
   GMLP_CHECK((std::is_same_v<T, float> || !(bf16.stored || bf16.g)));
+  const WeightForCall<T> held(W, W + N * N);
   // v̂, and what is not saved (all of it in inference, g saved as bf16), live in per-thread tiles
   // that stay in cache. With bf16, each output row is made in a row of floats, then rounded.
   enum { kVn, kG, kMean, kRstd, kRow };
@@ -230,6 +243,7 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
   const int threads = omp_get_max_threads();
   const SguGelu<T> act = gelu ? *gelu : SguGelu<T>{};
   GMLP_CHECK((!act.d16 || (act.slope && std::is_same_v<T, float>)));
+  const WeightForCall<T> held(W, W + N * N);
   // With dz's rows stored as bf16 (act.d16), the float rows are made in a per-thread tile first.
   const bool dz_tile = act.d16 != nullptr;
   // Per thread: the dg and dv̂ tiles, the image's dz rows (dz_tile), its v̂ made again, then partial
