@@ -87,7 +87,8 @@ void flatten(const json& data, int depth, size_t count, Leaf&& leaf) {
   };
   if (!data.is_array()) reject(400, "input 'data': expected an array, found ", kind_of(data));
   walk(walk, data, 0);
-  if (at != count) reject(400, "input 'data' holds ", at, " elements, but its shape says ", count);
+  if (at != count)
+    reject(400, "input 'data' holds ", at, at == 1 ? " element" : " elements", ", but its shape says ", count);
 }
 
 }  // namespace
