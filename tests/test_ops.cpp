@@ -587,6 +587,10 @@ TEST(FastVsRef, SguPacksWOnceACallAndAgainAfterItChanges) {
     EXPECT_EQ(run(W.data()), fresh) << "the pack of the old W was used";
     EXPECT_EQ(constant_pack_bytes(), with_fresh) << "the new W was packed into the old pack's buffer";
     EXPECT_NE(fresh, first);
+    // Frozen afterwards (an inference process's model): the call's own range gives way to it.
+    hold_constant(W.data(), W.data() + W.size());
+    EXPECT_EQ(run(W.data()), fresh);
+    release_constant(W.data());
     drop_packs(W.data(), W.data() + W.size());
     drop_packs(W2.data(), W2.data() + W2.size());
   }

@@ -328,9 +328,15 @@ struct Constants {
     auto tie() const { return std::tie(x, side, trans, form, r, c, ld); }
     bool operator<(const Key& o) const { return tie() < o.tie(); }
   };
+  // A ConstantForCall's range stays in the map between its calls, inactive, so that a call
+  // inserts no node (a training step allocates nothing).
+  struct Range {
+    const float* end;
+    bool active;
+  };
   std::mutex mutex;
-  std::atomic<int> held{0};
-  std::map<const float*, const float*> ranges;  // begin → end
+  std::atomic<int> held{0};              // active ranges
+  std::map<const float*, Range> ranges;  // by begin
   std::map<Key, Kept> kept;
 };
 
@@ -345,6 +351,12 @@ void erase_kept(Constants& c, const float* begin, const float* end) {
     it = it->first.x >= begin && it->first.x < end ? c.kept.erase(it) : std::next(it);
 }
 
+// Forgets the inactive ranges that begin in [begin, end); c's mutex held.
+void erase_inactive(Constants& c, const float* begin, const float* end) {
+  for (auto it = c.ranges.lower_bound(begin); it != c.ranges.end() && it->first < end;)
+    it = it->second.active ? std::next(it) : c.ranges.erase(it);
+}
+
 // The kept form of the operand op(X) on `side` (r × c, X stored c × r when trans, row stride ld),
 // made on first use, where X lies in a constant range; else null. A dense copy is just the stored
 // matrix rounded, the same for either side.
@@ -357,7 +369,7 @@ const Kept* constant_form(Form form, gemm::Side side, bool trans, int64_t r, int
   --range;  // the last range starting at or before X
   // One past op(X)'s last element.
   const float* last = trans ? X + (c - 1) * ld + r : X + (r - 1) * ld + c;
-  if (last > range->second) return nullptr;
+  if (!range->second.active || last > range->second.end) return nullptr;
   if (form == Form::bf16_dense) side = gemm::Side::a;  // one copy serves both
   Kept& k = cs.kept[Constants::Key{X, side, trans, form, r, c, ld}];
   if ((k.pack || !k.dense.empty()) && !k.stale) return &k;
@@ -407,15 +419,16 @@ void onednn_bf16_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64
 void hold_constant(const float* begin, const float* end) {
   Constants& c = constants();
   std::lock_guard<std::mutex> lock(c.mutex);
-  if (c.ranges.emplace(begin, end).second) c.held.fetch_add(1, std::memory_order_release);
+  erase_inactive(c, begin, end);  // a ConstantForCall's, which would hide this range from its products
+  if (c.ranges.emplace(begin, Constants::Range{end, true}).second) c.held.fetch_add(1, std::memory_order_release);
 }
 
 void release_constant(const float* begin) {
   Constants& c = constants();
   std::lock_guard<std::mutex> lock(c.mutex);
   const auto range = c.ranges.find(begin);
-  if (range == c.ranges.end()) return;
-  erase_kept(c, range->first, range->second);
+  if (range == c.ranges.end() || !range->second.active) return;
+  erase_kept(c, range->first, range->second.end);
   c.ranges.erase(range);
   c.held.fetch_sub(1, std::memory_order_release);
 }
@@ -424,24 +437,32 @@ void drop_packs(const float* begin, const float* end) {
   Constants& c = constants();
   std::lock_guard<std::mutex> lock(c.mutex);
   erase_kept(c, begin, end);
+  erase_inactive(c, begin, end);
 }
 
 ConstantForCall::ConstantForCall(const float* begin, const float* end) {
   Constants& c = constants();
   std::lock_guard<std::mutex> lock(c.mutex);
-  auto range = c.ranges.upper_bound(begin);
-  if (range != c.ranges.begin() && std::prev(range)->second >= end) return;  // held already
-  if (c.ranges.emplace(begin, end).second) c.held.fetch_add(1, std::memory_order_release), begin_ = begin;
+  const auto after = c.ranges.upper_bound(begin);
+  if (after != c.ranges.begin()) {
+    const Constants::Range& r = std::prev(after)->second;
+    if (r.active && r.end >= end) return;  // held already (a frozen model's weights)
+  }
+  Constants::Range& r = c.ranges.try_emplace(begin, Constants::Range{end, false}).first->second;
+  if (r.active) return;  // a shorter range held from the same start: left as it is
+  r = {end, true};
+  c.held.fetch_add(1, std::memory_order_release);
+  begin_ = begin;
 }
 
 ConstantForCall::~ConstantForCall() {
   if (!begin_) return;
   Constants& c = constants();
   std::lock_guard<std::mutex> lock(c.mutex);
-  const auto range = c.ranges.find(begin_);
+  Constants::Range& r = c.ranges.find(begin_)->second;
   for (auto& [key, k] : c.kept)
-    if (key.x >= range->first && key.x < range->second) k.stale = true;
-  c.ranges.erase(range);
+    if (key.x >= begin_ && key.x < r.end) k.stale = true;
+  r.active = false;
   c.held.fetch_sub(1, std::memory_order_release);
 }
 

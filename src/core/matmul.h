@@ -97,7 +97,8 @@ class ConstantForCall {
  private:
   const float* begin_ = nullptr;  // the range it holds; null where it holds none
 };
-// Frees the packs kept of operands in [begin, end), stale or not: a model's weights, as it goes.
+// Frees the packs kept of operands in [begin, end), stale or not, and forgets the ranges of the
+// ConstantForCalls that held them: a model's weights, as it goes.
 void drop_packs(const float* begin, const float* end);
 
 // epilogue, when given, runs on C once it is final (gemm::Epilogue): block by block inside gmlp's
