@@ -32,6 +32,7 @@ struct State {
   std::unique_ptr<Engine> engine;    // set once the checkpoint is loaded
   std::unique_ptr<Batcher> batcher;  // then this, then ready
   std::atomic<bool> ready{false};
+  std::atomic<int64_t> begun{0};  // requests whose handler has started, ever
 };
 
 void send_json(Response& res, int status, const std::string& body) {
@@ -97,6 +98,7 @@ void register_routes(httplib::Server& svr, State& s) {
   auto route = [&s, &opt](const char* label, bool open, auto fn) {
     return [&s, &opt, label, open, fn](const Request& req, Response& res) {
       const auto start = Clock::now();
+      ++s.begun;
       ++s.metrics.in_flight;
       try {
         if (!open && !opt.api_key.empty() && !authorized(req, opt.api_key)) {
@@ -287,9 +289,19 @@ int serve(const ServerOptions& opt) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  std::fprintf(stderr, "gmlp: %s: no new connections; answering the requests received, then stopping\n",
+  std::fprintf(stderr, "gmlp: %s: answering the requests received, then stopping\n",
                sig == SIGTERM ? "SIGTERM" : "SIGINT");
   s.metrics.ready = false;
+  // httplib's stop() closes unanswered the connections it has accepted but no handler has begun
+  // to read. So first the requests already sent are served: until none has begun for 100 ms and
+  // none is in flight, for at most 5 s.
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  for (int64_t seen = -1; Clock::now() < deadline;) {
+    const int64_t begun = s.begun.load();
+    if (begun == seen && s.metrics.in_flight.load() == 0) break;
+    seen = begun;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   svr.stop();
   listener.join();  // every connection's handler has answered
   s.batcher->stop();
