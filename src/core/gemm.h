@@ -122,8 +122,9 @@ class Packed {
   // op(X), rows × cols (M × K as A, K × N as B), X stored transposed when trans, row stride ld.
   // bf16: packed for bf16gemm's format (rounded to bfloat16) of the kernel in use, else for sgemm's.
   Packed(Side side, bool bf16, bool trans, int64_t rows, int64_t cols, const float* X, int64_t ld);
-  // Packs X (of the same shape, layout and format) again, into the buffer it has when the bf16
-  // kernel in use is still the pack's: a weight packed once per step allocates only once.
+  // Packs X (of the same shape and layout) again, in the format of the bf16 kernel in use now,
+  // into the buffer it has where that is large enough: a weight packed again on every call
+  // allocates only the first time.
   void repack(const float* X, int64_t ld);
   Side side() const { return side_; }
   bool bf16() const { return bf16_; }
