@@ -390,7 +390,43 @@ def timm_tests(gmlp, work):
           full and all(is_error(st, b, 429) for st, b in full) and set(codes) == {200, 429}, codes)
     _, m = metrics(s)
     check("/metrics counts the 429s", m["gmlp_requests_rejected_total"] == len(full), m.get("gmlp_requests_rejected_total"))
-    rc, seconds = s.stop()
+
+    # SIGTERM while a client keeps sending, as one behind a load balancer would until the balancer
+    # sees the server unready: readiness says 503 at once, liveness 200, and every request the
+    # client sent is still answered.
+    done = threading.Event()
+
+    def client():
+        codes = []
+        while not done.is_set():
+            try:
+                codes.append(s.json("POST", "/v1/classify?top=1", image)[0])
+            except OSError as e:
+                codes.append(repr(e))
+        return codes
+
+    with futures.ThreadPoolExecutor(1) as pool:
+        sending = pool.submit(client)
+        time.sleep(0.3)
+        t = time.time()
+        s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.05)
+        probes = {path: s.json("GET", path) for path in ("/v2/health/ready", "/health", "/v2/health/live")}
+        done.set()
+        codes = sending.result()
+    try:
+        rc = s.proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        s.proc.kill()
+        rc = "killed after 20 s"
+    seconds = time.time() - t
+    check("SIGTERM: /v2/health/ready and /health answer 503 with the JSON error while the server drains",
+          all(is_error(*probes[p], 503) and "stopping" in probes[p][1]["error"]["message"]
+              for p in ("/v2/health/ready", "/health")), probes)
+    check("SIGTERM: /v2/health/live still answers 200 while the server drains",
+          probes["/v2/health/live"] == (200, {"live": True}), probes["/v2/health/live"])
+    check("SIGTERM: every request the client sent while the server drained was answered 200",
+          len(codes) >= 2 and set(codes) == {200}, codes)
     check("SIGTERM (gMLP-Ti/16): exit 0 within 10 s", rc == 0 and seconds < 10, f"exit {rc} after {seconds:.1f} s")
 
 

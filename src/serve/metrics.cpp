@@ -81,7 +81,7 @@ std::string Metrics::render() const {
           rejected_queue_full);
   gauge("gmlp_requests_in_flight", "HTTP requests being handled now", in_flight);
   gauge("gmlp_requests_deferred", "Inference requests queued, waiting for the inference thread", deferred);
-  gauge("gmlp_model_ready", "1 once the model is loaded and the server answers inference requests", ready ? 1 : 0);
+  gauge("gmlp_model_ready", "1 once the model is loaded, 0 again once the server is stopping", ready ? 1 : 0);
   out += queue_seconds.render("gmlp_inference_queue_duration_seconds",
                               "Time an inference request waited in the queue before its batch ran");
   out += compute_seconds.render("gmlp_inference_compute_duration_seconds", "Time a batch took to run");

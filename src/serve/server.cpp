@@ -32,7 +32,8 @@ struct State {
   std::unique_ptr<Engine> engine;    // set once the checkpoint is loaded
   std::unique_ptr<Batcher> batcher;  // then this, then ready
   std::atomic<bool> ready{false};
-  std::atomic<int64_t> begun{0};  // requests whose handler has started, ever
+  std::atomic<bool> stopping{false};  // SIGTERM or SIGINT came: the requests sent are still answered
+  std::atomic<int64_t> events{0};     // requests begun and requests answered, ever
 };
 
 void send_json(Response& res, int status, const std::string& body) {
@@ -61,6 +62,14 @@ bool authorized(const Request& req, const std::string& key) {
 Engine& engine(State& s) {
   if (!s.ready.load(std::memory_order_acquire)) reject(503, "the model is loading; try again when /health says ok");
   return *s.engine;
+}
+
+// The readiness routes' check: 503 while the model loads, and again once the server is stopping,
+// so that a load balancer sends no more while the requests it has sent are answered.
+void check_ready(State& s) {
+  engine(s);
+  if (s.stopping.load(std::memory_order_acquire))
+    reject(503, "the server is stopping: it answers the requests already sent, then exits");
 }
 
 // The model named in the path ({name}, and {version} when given): 404 for any other.
@@ -98,7 +107,7 @@ void register_routes(httplib::Server& svr, State& s) {
   auto route = [&s, &opt](const char* label, bool open, auto fn) {
     return [&s, &opt, label, open, fn](const Request& req, Response& res) {
       const auto start = Clock::now();
-      ++s.begun;
+      ++s.events;
       ++s.metrics.in_flight;
       try {
         if (!open && !opt.api_key.empty() && !authorized(req, opt.api_key)) {
@@ -116,19 +125,20 @@ void register_routes(httplib::Server& svr, State& s) {
         send_error(res, 500, cat("internal error: ", e.what()));
       }
       --s.metrics.in_flight;
+      ++s.events;
       s.metrics.count_request(label, res.status, std::chrono::duration<double>(Clock::now() - start).count());
     };
   };
 
   // --- health and metadata (KServe v2, llama.cpp's /health) ---
   svr.Get("/health", route("/health", true, [&s](const Request&, Response& res) {
-            engine(s);
+            check_ready(s);
             send_json(res, 200, R"({"status":"ok"})");
           }));
   svr.Get("/v2/health/live", route("/v2/health/live", true,
                                    [](const Request&, Response& res) { send_json(res, 200, R"({"live":true})"); }));
   svr.Get("/v2/health/ready", route("/v2/health/ready", true, [&s](const Request&, Response& res) {
-            engine(s);
+            check_ready(s);
             send_json(res, 200, R"({"ready":true})");
           }));
   svr.Get("/v2", route("/v2", false, [](const Request&, Response& res) {
@@ -141,6 +151,7 @@ void register_routes(httplib::Server& svr, State& s) {
           }));
   svr.Get(model + "/ready", route("/v2/models/{name}/ready", false, [&s](const Request& req, Response& res) {
             named_model(s, req);
+            check_ready(s);
             send_json(res, 200, R"({"ready":true})");
           }));
   svr.Get("/metrics", route("/metrics", false, [&s](const Request&, Response& res) {
@@ -291,15 +302,18 @@ int serve(const ServerOptions& opt) {
   sigwait(&stop_signals, &sig);
   std::fprintf(stderr, "gmlp: %s: answering the requests received, then stopping\n",
                sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  s.stopping.store(true, std::memory_order_release);
   s.metrics.ready = false;
   // httplib's stop() closes unanswered the connections it has accepted but no handler has begun
-  // to read. So first the requests already sent are served: until none has begun for 100 ms and
-  // none is in flight, for at most 5 s.
+  // to read. So first the requests already sent are served: until the server has been idle for
+  // 100 ms (no request begun or answered, none in flight), for at most 5 s. A request answered
+  // counts, so that a client sending one request after another, which has seen no readiness
+  // probe yet, is not cut off between two of them.
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   for (int64_t seen = -1; Clock::now() < deadline;) {
-    const int64_t begun = s.begun.load();
-    if (begun == seen && s.metrics.in_flight.load() == 0) break;
-    seen = begun;
+    const int64_t events = s.events.load();
+    if (events == seen && s.metrics.in_flight.load() == 0) break;
+    seen = events;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   svr.stop();

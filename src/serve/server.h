@@ -1,8 +1,8 @@
 // gmlp serve: the HTTP server (cpp-httplib) over the batcher and the engine. Binds first and
 // answers /health with 503 while the checkpoint loads, then serves the KServe v2 routes, the /v1
-// routes, /metrics and /openapi.json (docs/serving.md lists them). SIGTERM or SIGINT stops it
-// accepting connections; the requests already received are answered, the queue is drained, and
-// serve() returns 0.
+// routes, /metrics and /openapi.json (docs/serving.md lists them). On SIGTERM or SIGINT the
+// readiness routes answer 503, the requests already received are answered, the queue is drained,
+// the server stops accepting connections once idle, and serve() returns 0.
 #pragma once
 
 #include <cstddef>
