@@ -3,12 +3,15 @@
 # clang-14 (libFuzzer, ASan, UBSan) in a build folder of their own, writes the seed corpora, and
 # runs each for FUZZ_SMOKE_SECONDS (default 5) from its seeds. clang-14 with its libFuzzer and
 # OpenMP runtimes is part of the tests' set-up (scripts/setup.sh --python): without it, this fails.
-#   fuzz/smoke.sh SOURCE_DIR BUILD_DIR PYTHON [COMPILER_LAUNCHER]
+# The seed checkpoints are trained by GMLP, the tested build's own binary: they are files such as
+# any gmlp writes, and the uninstrumented binary trains them in a fraction of the time.
+#   fuzz/smoke.sh SOURCE_DIR BUILD_DIR PYTHON GMLP [COMPILER_LAUNCHER]
 set -euo pipefail
 SRC=$1
 BUILD=$2
 PYTHON=$3
-LAUNCHER=${4:-}
+GMLP=$4
+LAUNCHER=${5:-}
 CXX=${GMLP_FUZZ_CXX:-clang++-14}
 mkdir -p "$BUILD"
 
@@ -28,8 +31,8 @@ fi
 cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$CXX" -DGMLP_FUZZ=ON \
   -DGMLP_BUILD_TESTS=OFF -DGMLP_BUILD_EXAMPLES=OFF -DGMLP_INSTALL=OFF \
   ${LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER="$LAUNCHER"} >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target gmlp fuzzers
-[ -d "$BUILD/fuzz/seeds" ] || "$PYTHON" "$SRC/fuzz/make_corpus.py" --gmlp "$BUILD/gmlp" --out "$BUILD/fuzz/seeds"
+cmake --build "$BUILD" -j "$(nproc)" --target fuzzers
+[ -d "$BUILD/fuzz/seeds" ] || "$PYTHON" "$SRC/fuzz/make_corpus.py" --gmlp "$GMLP" --out "$BUILD/fuzz/seeds"
 # A fresh corpus each time: the smoke run starts from the seeds alone.
 rm -rf "$BUILD/fuzz/smoke_corpus"
 "$PYTHON" "$SRC/fuzz/run_fuzzers.py" --build "$BUILD" --seconds "${FUZZ_SMOKE_SECONDS:-5}" \
