@@ -102,12 +102,16 @@ class Server:
         """SIGTERM; returns (exit status, seconds to exit)."""
         t = time.time()
         self.proc.send_signal(signal.SIGTERM)
+        return self.wait_exit(t)
+
+    def wait_exit(self, since):
+        """Waits for the process to exit; returns (exit status, seconds since `since`)."""
         try:
             rc = self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             rc = "killed after 20 s"
-        return rc, time.time() - t
+        return rc, time.time() - since
 
 
 def is_error(status, body, code):
@@ -414,12 +418,7 @@ def timm_tests(gmlp, work):
         probes = {path: s.json("GET", path) for path in ("/v2/health/ready", "/health", "/v2/health/live")}
         done.set()
         answers = sending.result()
-    try:
-        rc = s.proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        s.proc.kill()
-        rc = "killed after 20 s"
-    seconds = time.time() - t
+    rc, seconds = s.wait_exit(t)
     check("SIGTERM: /v2/health/ready and /health answer 503 with the JSON error while the server drains",
           all(is_error(*probes[p], 503) and "stopping" in probes[p][1]["error"]["message"]
               for p in ("/v2/health/ready", "/health")), probes)
