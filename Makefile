@@ -24,6 +24,9 @@
 #                  on AMX (gmlp bench --precision bf16 --bf16-engine onednn; docs/design.md)
 #   make deps | deps-python | deps-bench   only the set-up (scripts/setup.sh)
 #   make format    apply .clang-format to every C++ file (make test checks it)
+#   make tidy      clang-tidy (.clang-tidy's checks: bug-prone patterns, performance, the static
+#                  analyzer) over the C++ of src/, tools/ and include/, or the paths TIDY_FILES
+#                  matches (a regular expression); a finding fails it. About 20 minutes on 2 cores
 #   make clean     remove the build folder
 #   make help      this list
 #
@@ -37,11 +40,12 @@ SANITIZE_BUILD ?= build-asan
 FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 60
 ONEDNN3_BUILD  ?= build-onednn3
+TIDY_FILES     ?= $(CURDIR)/(src|tools|include)/
 VENV_PYTHON := $(CURDIR)/.venv/bin/python
 # ccache, when installed, makes rebuilds after a checkout or a clean nearly free.
 CCACHE := $(if $(shell command -v ccache 2>/dev/null),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
-.PHONY: all help format build demo test test-sanitize fuzz bench install clean deps deps-python deps-bench build-onednn3
+.PHONY: all help format tidy build demo test test-sanitize fuzz bench install clean deps deps-python deps-bench build-onednn3
 
 all: build
 
@@ -138,6 +142,13 @@ install: build
 
 format:
 	@scripts/format.sh
+
+# The build folder's compile_commands.json (CMake writes it at every configure) gives clang-tidy
+# each file's flags.
+tidy: deps $(BUILD)/CMakeCache.txt
+	@scripts/setup.sh --tidy
+	@cmake $(BUILD) >/dev/null
+	run-clang-tidy-14 -p $(BUILD) -quiet -j $(JOBS) '$(TIDY_FILES)'
 
 clean:
 	rm -rf $(BUILD)

@@ -8,6 +8,7 @@
 #                                      tests/requirements.txt) in the virtual environment .venv/
 #   scripts/setup.sh --bench           also make bench's (ONNX Runtime, ...: bench/requirements.txt)
 #                                      and wrk, the HTTP load generator of bench/serve_load.py
+#   scripts/setup.sh --tidy            also clang-tidy-14 (make tidy)
 #   scripts/setup.sh --text-baselines  only scikit-learn and numpy, for scripts/text_baselines.py
 #                                      (scripts/requirements.txt)
 # Python packages go into .venv/ (python3 -m venv), never into the system's Python, which Debian
@@ -23,14 +24,16 @@ case "$mode" in
   "") reqs=() ;;
   --python) reqs=(tests/requirements.txt) ;;
   --bench) reqs=(tests/requirements.txt bench/requirements.txt) ;;
+  --tidy) reqs=() ;;
   --text-baselines) reqs=(scripts/requirements.txt) ;;
-  *) echo "setup: unknown option '$mode': expected --python, --bench or --text-baselines" >&2; exit 2 ;;
+  *) echo "setup: unknown option '$mode': expected --python, --bench, --tidy or --text-baselines" >&2; exit 2 ;;
 esac
 
 debs=(build-essential cmake pkg-config zlib1g-dev libpng-dev libjpeg62-turbo-dev libdnnl-dev nlohmann-json3-dev libcli11-dev
       libstb-dev libgtest-dev libbenchmark-dev dataset-fashion-mnist
       libsentencepiece-dev bible-kjv libcpp-httplib-dev openmpi-bin libopenmpi-dev)
 case "$mode" in --python | --bench) debs+=(clang-14 libclang-rt-14-dev libomp-14-dev clang-format-14) ;; esac
+[ "$mode" = --tidy ] && debs+=(clang-tidy-14)
 # bench/serve_load.py's load generator.
 [ "$mode" = --bench ] && debs+=(wrk)
 # Debian's python3 makes a venv only with python3-venv (ensurepip); another python3 brings its own.

@@ -245,6 +245,7 @@ void add_bench(CLI::App& app) {
     // One step per run, --precision's first.
     const auto each = [&](const auto& step) {
       std::vector<std::function<void()>> steps;
+      steps.reserve(runs.size());
       for (Run& run : runs) steps.emplace_back([&step, &run] { step(run); });
       return steps;
     };

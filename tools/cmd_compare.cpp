@@ -169,6 +169,7 @@ void add_compare(CLI::App& app) {
     comm.barrier();
     const StopSignals signals;
     std::vector<bool> resume;
+    resume.reserve(jobs.size());
     for (const Job& job : jobs) resume.push_back(!args->overwrite && holds_same_run(job.config, job.options));
     comm.barrier();  // every rank has read the folders before rank 0 overwrites any
     if (args->overwrite)

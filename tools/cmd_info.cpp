@@ -110,8 +110,9 @@ void print_run_record(const std::map<std::string, std::string>& meta, bool text)
       notes.push_back("best " + percent(best[key].get<double>()));
     std::string joined;
     for (const std::string& n : notes)
-      if (!n.empty()) joined += (joined.empty() ? "" : "; ") + n;
-    figures.push_back(joined.empty() ? f : f + " (" + joined + ")");
+      if (!n.empty()) joined.append(joined.empty() ? "" : "; ").append(n);
+    if (!joined.empty()) f.append(" (").append(joined).append(")");
+    figures.push_back(f);
   }
   if (last.contains("dev_ppl") && last["dev_ppl"].is_number()) {
     char buf[64];

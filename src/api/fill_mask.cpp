@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "core/error.h"
 #include "text/tokenizer.h"
@@ -143,8 +144,9 @@ std::vector<std::vector<MaskFill>> FillMask::fill(const std::string& text, int t
         bool starts_word = false;
         const std::string word = piece_text(impl_->ck.tokenizer->id_to_piece(id), &starts_word);
         const bool space = starts_word && !before.empty() && !std::isspace(static_cast<unsigned char>(before.back()));
-        fills.push_back(
-            {id, word, float(std::exp(double(row[id] - mx)) / sum), before + (space ? " " : "") + word + after});
+        std::string sequence = before;
+        sequence.append(space ? " " : "").append(word).append(after);
+        fills.push_back({id, word, float(std::exp(double(row[id] - mx)) / sum), std::move(sequence)});
       }
     }
   }

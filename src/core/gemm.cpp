@@ -184,6 +184,14 @@ struct F32 {
   static void end() {}
 };
 
+// The fp32 format on this CPU's kernel. Without AVX2 there is none (available() is false, and
+// matmul.h's products go to oneDNN): a product or pack asked of it here fails, where its nr of 0
+// would divide by zero.
+F32 f32() {
+  GMLP_CHECK(isa().kernel != nullptr);
+  return F32{isa()};
+}
+
 struct Bf16 {
   using Word = uint32_t;
   static constexpr int64_t mr = kMRBf16, kc = 2 * kKC;
@@ -360,6 +368,7 @@ struct Problem {
 // With C stored as bfloat16, this thread's floats of the part of C that finish() waits for.
 float* stored_block(int64_t n) {
   thread_local Buffer<float> block;
+  // NOLINTNEXTLINE(clang-analyzer-unix.Malloc): the analyzer ends a thread_local's life at the return
   return block.get(n);
 }
 
@@ -572,8 +581,7 @@ void round_rows_to_bf16(uint16_t* dst, int64_t ld_dst, const float* src, int64_t
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
            int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
-  GMLP_CHECK(available());
-  run(F32{isa()}, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
+  run(f32(), trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
 }
 
 void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
@@ -630,7 +638,7 @@ void Packed::repack(const float* X, int64_t ld) {
   if (bf16_)
     with_bf16_format(kernel_, pack);
   else
-    pack(F32{isa()});
+    pack(f32());
 }
 
 const void* Packed::slice(int64_t jc, int64_t pc) const {
@@ -644,7 +652,7 @@ void with_format(const Packed& p, F&& f) {
   if (p.bf16())
     with_bf16_format(p.kernel(), f);
   else
-    f(F32{isa()});
+    f(f32());
 }
 }  // namespace
 

@@ -252,8 +252,8 @@ void matmul_split_k(Product product, bool trans_a, int64_t M, int64_t N, int64_t
   std::vector<float>& sums = engine().scratch_sums;
   if (sums.size() < size_t(threads * M * N)) sums.resize(size_t(threads * M * N));
   // The team the runtime gives, which may be smaller than asked for (OMP_DYNAMIC): the rows are
-  // cut, and the sums added, by its size.
-  int team = threads;
+  // cut, and the sums added, by its size: set by the region's `single`.
+  int team = 0;
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();

@@ -64,6 +64,7 @@ S load(const char* p) {
 // out[i] = f(the i-th S stored at p), converted to T.
 template <class S, class T, class F = std::identity>
 void load_all(const char* p, size_t n, T* out, F f = {}) {
+  // NOLINTNEXTLINE(bugprone-signed-char-misuse): an I8 tensor's bytes are signed values
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<T>(f(load<S>(p + i * sizeof(S))));
 }
 

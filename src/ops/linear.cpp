@@ -86,6 +86,7 @@ void column_sum_add(T* db, const T* dy, int64_t ldy, int64_t M, int64_t C) {
   // Each thread sums its block of rows along the rows into its own partial sums, so the inner loop
   // streams and vectorises (a loop down each column strided by ldy did neither, and was 5x slower
   // on fc1's bias).
+  GMLP_CHECK(db != nullptr);
   for_rows_summing_columns(db, M, C, [&](int64_t i, T* acc) {
     const T* r = dy + i * ldy;
 #pragma omp simd

@@ -153,6 +153,7 @@ std::vector<LabelledRow> read_labelled(const std::string& path, const LabelledCo
 
 std::vector<std::string> label_set(const std::vector<LabelledRow>& rows) {
   std::vector<std::string> labels;
+  labels.reserve(rows.size());
   for (const LabelledRow& r : rows) labels.push_back(r.label);
   std::sort(labels.begin(), labels.end());
   labels.erase(std::unique(labels.begin(), labels.end()), labels.end());

@@ -47,6 +47,7 @@ std::vector<std::string> class_names(Task t) {
     case Task::ot_nt: return {testament_name(Testament::old_testament), testament_name(Testament::new_testament)};
     case Task::genre: {
       std::vector<std::string> names;
+      names.reserve(kNumGenres);
       for (int g = 0; g < kNumGenres; ++g) names.push_back(genre_name(Genre(g)));
       return names;
     }

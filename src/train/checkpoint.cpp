@@ -71,7 +71,7 @@ ModelConfig config_from_tensors(const st::File& file, std::vector<std::string>* 
     return t->shape;
   };
   auto dims = [&](const std::string& name, size_t rank) {
-    const auto s = shape(name);
+    auto s = shape(name);
     if (s.size() != rank)
       fail("failed to load checkpoint '", file.path(), "': tensor '", name, "' has shape ", st::shape_str(s),
            ", expected ", rank, " dimensions");

@@ -306,6 +306,7 @@ int64_t limit_split(std::vector<T>& items, const LmOptions& opt, const char* wha
   if (!note.empty()) std::fprintf(stderr, "gmlp: %s\n", note.c_str());
   if constexpr (std::is_same_v<T, text::Example>) {
     std::vector<int> labels;
+    labels.reserve(items.size());
     for (const text::Example& e : items) labels.push_back(e.label);
     keep_items(items, eval_subset(labels, opt.eval_limit, opt.seed));
   } else {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "train/eval_subset.h"
@@ -9,7 +10,7 @@
 namespace gmlp {
 
 std::string format_duration(double seconds) {
-  const int64_t s = int64_t(seconds + 0.5);
+  const int64_t s = std::llround(seconds);
   char buf[32];
   if (s >= 3600)
     std::snprintf(buf, sizeof buf, "%ldh%02ldm", long(s / 3600), long(s % 3600 / 60));

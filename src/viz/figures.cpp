@@ -137,7 +137,10 @@ std::vector<double> nice_ticks(double lo, double hi, bool integer, int max_ticks
       const double first = std::ceil((lo - eps) / step), last = std::floor((hi + eps) / step);
       if (last - first + 1 > max_ticks) continue;
       std::vector<double> t;
-      for (double k = first; k <= last; ++k) t.push_back(k * step == 0 ? 0.0 : k * step);
+      for (int64_t i = 0; i <= int64_t(last - first); ++i) {
+        const double k = first + double(i);
+        t.push_back(k * step == 0 ? 0.0 : k * step);
+      }
       return t;
     }
 }
