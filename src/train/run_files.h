@@ -31,8 +31,8 @@ struct RunFiles {
 // The seed of epoch e's shuffling, augmentation, masking and drop-path draws.
 uint64_t epoch_seed(uint64_t seed, int epoch);
 
-// What train_state.safetensors holds besides the moments. (clang-tidy takes nlohmann::json's
-// noexcept move for one that may throw.)
+// What train_state.safetensors holds besides the moments. (clang-tidy sees nlohmann::json's noexcept
+// default constructor delegate to one that may throw: it cannot, for the null it makes.)
 struct RunState {  // NOLINT(bugprone-exception-escape)
   int epoch = 0;
   int64_t step = 0, adamw_steps = 0;
