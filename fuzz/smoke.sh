@@ -2,8 +2,9 @@
 # make test's smoke run of the libFuzzer harnesses (ctest -R fuzz_smoke): builds them with
 # clang-14 (libFuzzer, ASan, UBSan) at -O0 in a build folder of their own (seconds of fuzzing gain
 # nothing from -O1's faster harnesses, and -O0 halves the build, which is most of the run), writes
-# the seed corpora, and runs each for FUZZ_SMOKE_SECONDS (default 5) from its seeds. clang-14 with its libFuzzer and
-# OpenMP runtimes is part of the tests' set-up (scripts/setup.sh --python): without it, this fails.
+# the seed corpora, and runs each for FUZZ_SMOKE_SECONDS (default 5) from its seeds. clang-14 with
+# its libFuzzer and OpenMP runtimes is part of the tests' set-up (scripts/setup.sh --python):
+# without it, this fails.
 # The seed checkpoints are trained by GMLP, the tested build's own binary: they are files such as
 # any gmlp writes, and the uninstrumented binary trains them in a fraction of the time.
 #   fuzz/smoke.sh SOURCE_DIR BUILD_DIR PYTHON GMLP [COMPILER_LAUNCHER]
