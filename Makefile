@@ -25,8 +25,9 @@
 #   make deps | deps-python | deps-bench   only the set-up (scripts/setup.sh)
 #   make format    apply .clang-format to every C++ file (make test checks it)
 #   make tidy      clang-tidy (.clang-tidy's checks: bug-prone patterns, performance, the static
-#                  analyzer) over the C++ of src/, tools/ and include/, or the paths TIDY_FILES
-#                  matches (a regular expression); a finding fails it. About 20 minutes on 2 cores
+#                  analyzer) over all of gmlp's C++ (src/, tools/, include/, tests/, bench/,
+#                  examples/), or the paths TIDY_FILES matches (a regular expression); a finding
+#                  fails it. About 30 minutes on 2 cores
 #   make clean     remove the build folder
 #   make help      this list
 #
@@ -40,7 +41,7 @@ SANITIZE_BUILD ?= build-asan
 FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 60
 ONEDNN3_BUILD  ?= build-onednn3
-TIDY_FILES     ?= $(CURDIR)/(src|tools|include)/
+TIDY_FILES     ?= $(CURDIR)/(src|tools|include|tests|bench|examples)/
 VENV_PYTHON := $(CURDIR)/.venv/bin/python
 # ccache, when installed, makes rebuilds after a checkout or a clean nearly free.
 CCACHE := $(if $(shell command -v ccache 2>/dev/null),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)

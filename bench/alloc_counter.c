@@ -5,16 +5,19 @@
  *    exit (bench/alloc_per_step.sh);
  *  - linked into a test program, which reads the count with gmlp_allocations() (tests/alloc_test.cpp)
  *    and sets GMLP_ALLOC_QUIET to keep the exit line out of its output. */
-#define _GNU_SOURCE
+#define _GNU_SOURCE /* NOLINT(bugprone-reserved-identifier): glibc's switch for its extensions */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+/* glibc's own allocator, under the reserved names it exports, to which the counting versions pass on. */
+/* NOLINTBEGIN(bugprone-reserved-identifier) */
 extern void* __libc_malloc(size_t);
 extern void* __libc_calloc(size_t, size_t);
 extern void* __libc_realloc(void*, size_t);
 extern void* __libc_memalign(size_t, size_t);
+/* NOLINTEND(bugprone-reserved-identifier) */
 
 static atomic_long count;
 

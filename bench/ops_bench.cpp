@@ -110,7 +110,8 @@ using Setup = std::function<Call(Buffers&)>;
 
 constexpr double kF = sizeof(float);
 
-void add(const std::string& op, const Shape& s, const char* pass, bool ref, double flops, double bytes, Setup setup) {
+void add(const std::string& op, const Shape& s, const char* pass, bool ref, double flops, double bytes,
+         const Setup& setup) {
   for (const int threads : {1, 2}) {
     if (ref && threads > 1) continue;  // the _ref loops are serial
     const std::string name =
@@ -548,7 +549,7 @@ int main(int argc, char** argv) {
                                                                        : kFp32;
       g_peak[kind][threads] = std::max(g_peak[kind][threads], gflops);
       benchmark::AddCustomContext(cat("peak ", peak.name, ", ", threads, " thread", threads > 1 ? "s" : ""),
-                                  cat(int64_t(gflops + 0.5), " GFLOP/s"));
+                                  cat(std::llround(gflops), " GFLOP/s"));
     }
   for (const Shape& s : shapes()) {
     register_heavy(s);

@@ -124,7 +124,7 @@ long in_steps_after_the_first(const Run& run) {
 }
 
 std::string made_up_corpus() {  // 600 lines of words of 1-3 random syllables
-  const std::string path = test::tmp_path("corpus.txt");
+  std::string path = test::tmp_path("corpus.txt");
   const char* syllables[] = {"ba", "ke", "lo", "mi", "nu", "ra",  "se", "ti", "vo", "wa",
                              "za", "en", "or", "is", "ul", "dra", "ph", "th", "qu", "x"};
   std::ofstream out(path);

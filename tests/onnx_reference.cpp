@@ -69,6 +69,7 @@ void make_image(const std::map<std::string, std::string>& a) {
   randomize(model->params(), model->weights(), rng);
   data::Normalization norm;  // not the default 0.5, so that the test sees the metadata is copied
   std::vector<std::string> classes;
+  classes.reserve(size_t(config.num_classes));
   for (int c = 0; c < config.in_chans; ++c) norm.mean.push_back(0.25f + 0.1f * c), norm.std.push_back(0.3f);
   for (int k = 0; k < config.num_classes; ++k) classes.push_back("class" + std::to_string(k));
   save_checkpoint(need(a, "out"), *model, norm, classes);

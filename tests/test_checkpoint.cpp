@@ -27,7 +27,7 @@ struct Tensors {  // a model's tensors as safetensors entries, editable before s
     for (const ParamInfo& p : model.params()) entries.push_back({p.name, p.shape, model.weights() + p.offset});
   }
   std::string save(const std::string& name, const std::map<std::string, std::string>& meta = {}) {
-    const std::string path = ::testing::TempDir() + name;
+    std::string path = ::testing::TempDir() + name;
     st::save(path, entries, meta);
     return path;
   }
@@ -138,10 +138,10 @@ TEST(Checkpoint, TheOtherKindIsNamedWithTheCommandsItIsFor) {
       load(state_path);
       ADD_FAILURE() << "an optimizer state loaded as a model";
     } catch (const Error& e) {
-      EXPECT_EQ(std::string(e.what()), "'" + state_path +
+      EXPECT_EQ(std::string(e.what()), cat("'", state_path,
                                            "' is a run's optimizer state (the AdamW moments, no weights), not a "
-                                           "checkpoint: use '" +
-                                           beside + "' from the same run");
+                                           "checkpoint: use '",
+                                           beside, "' from the same run"));
     }
   }
   std::filesystem::remove(state_path);

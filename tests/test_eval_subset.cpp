@@ -59,6 +59,7 @@ TEST(EvalSubset, EveryItemEquallyLikely) {
 
 TEST(EvalSubset, KeepsTheItemsOfAVectorInOrder) {
   std::vector<std::string> v;
+  v.reserve(50);
   for (int i = 0; i < 50; ++i) v.push_back("item " + std::to_string(i));
   std::vector<std::string> kept = v;
   keep_eval_subset(kept, 12, 4);
@@ -74,6 +75,7 @@ TEST(EvalSubset, KeepsTheItemsOfAVectorInOrder) {
 // to the limit (a class of 1 in 10,000 can get none); within a class, a draw fixed by the seed.
 TEST(EvalSubset, StratifiedKeepsEachClassShare) {
   std::vector<int> labels;  // classes in blocks of 6,000, 3,000, 999 and 1 items, shuffled
+  labels.reserve(10000);
   for (int i = 0; i < 10000; ++i) labels.push_back(i % 10 < 6 ? 0 : i % 10 < 9 ? 1 : 2);
   labels[9999] = 3;
   for (const int64_t limit : {1000, 777, 10}) {

@@ -337,6 +337,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, Gemm, ::testing::Values(Format::f32, Format::b
 TEST(Bf16Storage, RoundToBf16RoundsAsTheInstruction) {
   Rng rng(7);
   std::vector<float> x;
+  x.reserve(500);
   for (int i = 0; i < 500; ++i) x.push_back(float(rng.normal() * std::ldexp(1.0, int(i % 40) - 20)));
   for (uint32_t bits : {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x3f80ffffu, 0x7f7fffffu, 0x7f800000u, 0xff800000u,
                         0x00000001u, 0x80400000u, 0x007fffffu, 0x00800000u, 0x80800000u})
@@ -374,7 +375,8 @@ TEST(Bf16Storage, RoundToBf16RoundsAsTheInstruction) {
 TEST(Bf16Storage, PortablePackingGivesTheWordsOfTheInstructions) {
   if (!cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16 on this CPU to compare with";
   Rng rng(8);
-  for (const auto& [rows, kc] : {std::pair<int64_t, int64_t>{32, 32}, {7, 33}, {45, 1}, {64, 100}, {3, 512}}) {
+  for (const auto& shape : {std::pair<int64_t, int64_t>{32, 32}, {7, 33}, {45, 1}, {64, 100}, {3, 512}}) {
+    const int64_t rows = shape.first, kc = shape.second;  // named: the lambdas below capture them
     const int64_t ld = std::max(rows, kc) + 3;
     std::vector<float> m(size_t(ld * ld));
     for (float& v : m) v = float(rng.normal());

@@ -47,13 +47,13 @@ std::string st_bytes(const std::string& header, const std::string& data) {
 }
 
 std::string write_tmp(const std::string& name, const std::string& bytes) {
-  const std::string path = tmp_path(name);
+  std::string path = tmp_path(name);
   gmlp::write_file_atomic(path, bytes);
   return path;
 }
 
 std::string write_gz(const std::string& name, const std::string& bytes) {
-  const std::string path = tmp_path(name);
+  std::string path = tmp_path(name);
   gzFile f = gzopen(path.c_str(), "wb");
   EXPECT_NE(f, nullptr);
   EXPECT_EQ(gzwrite(f, bytes.data(), unsigned(bytes.size())), int(bytes.size()));

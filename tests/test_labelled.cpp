@@ -11,7 +11,7 @@ namespace gmlp::text {
 namespace {
 
 std::string write(const std::string& name, const std::string& content) {
-  const std::string path = test::tmp_path(name);
+  std::string path = test::tmp_path(name);
   std::ofstream(path, std::ios::binary) << content;
   return path;
 }

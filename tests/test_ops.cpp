@@ -611,7 +611,8 @@ TEST(FastVsRef, SguAtBatchOneSplitsChannelsWithTheBitsOfOneThread) {
     const int64_t M = s.rows(), H = s.H();
     Rng rng(16);
     const GateInputs in(s, rng);
-    const auto& [z, gamma, beta, W, b, dout, res] = in;
+    // References, not a structured binding: clang 14 cannot capture one in a lambda.
+    const std::vector<float>&z = in.z, &gamma = in.gamma, &beta = in.beta, &W = in.W, &b = in.b, &res = in.res;
     for (const SguBf16 kind : {SguBf16{false, false}, SguBf16{bf16, bf16}})
       for (const bool save : {true, false}) {
         SCOPED_TRACE(std::string(save ? "training" : "inference") + (kind.stored ? ", bf16" : ""));
@@ -659,7 +660,9 @@ TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
     const int64_t M = s.rows(), H = s.H(), N = s.N, F = s.F, B = s.B;
     Rng rng(14);
     const GateInputs in(s, rng);
-    const auto& [z, gamma, beta, W, b, dout, res] = in;
+    // References, not a structured binding: clang 14 cannot capture one in a lambda.
+    const std::vector<float>&z = in.z, &gamma = in.gamma, &beta = in.beta, &W = in.W, &b = in.b, &dout = in.dout,
+          &res = in.res;
     const auto pre = randn<float>(M * F, rng);
     std::vector<float> out(M * H), mean(M), rstd(M), g(M * H), a(M * F), slope(M * F);
     std::vector<float> slope16((M * F + 1) / 2);
@@ -705,7 +708,9 @@ TEST(FastVsRef, SguWithGSavedAsBf16ReadsTheRoundedG) {
     const int64_t M = s.rows(), H = s.H(), N = s.N, F = s.F, B = s.B;
     Rng rng(15);
     const GateInputs in(s, rng);
-    const auto& [z, gamma, beta, W, b, dout, res] = in;
+    // References, not a structured binding: clang 14 cannot capture one in a lambda.
+    const std::vector<float>&z = in.z, &gamma = in.gamma, &beta = in.beta, &W = in.W, &b = in.b, &dout = in.dout,
+          &res = in.res;
     const bool stored = gemm::bf16_available();
     const float* r = B > 1 ? res.data() : nullptr;
     std::vector<float> out1(M * H), out2(M * H), mean(M), rstd(M), g1(M * H), g2(M * H, std::nanf(""));

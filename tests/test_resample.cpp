@@ -77,8 +77,10 @@ TEST(Resample, ResizingScalesALinearKernelsOffsetsAndMass) {
   for (const ParamInfo& p : param_table(from)) {
     if (p.name != kW) continue;
     for (int i = 0; i < 49; ++i)
-      for (int j = 0; j < 49; ++j)
-        w[size_t(p.offset + i * 49 + j)] = float(alpha + beta * (j / 7 - i / 7) + gamma * (j % 7 - i % 7));
+      for (int j = 0; j < 49; ++j) {
+        const int dr = j / 7 - i / 7, dc = j % 7 - i % 7;  // patch j's offset from patch i on the 7 × 7 grid
+        w[size_t(p.offset + i * 49 + j)] = float(alpha + beta * dr + gamma * dc);
+      }
   }
   const auto b = by_name(to, resample_weights(from, w.data(), to, GridFit::resize));
   const double s = 7.0 / 8.0;

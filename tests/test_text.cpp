@@ -33,7 +33,7 @@ using gmlp::test::expect_error;
 using gmlp::test::tmp_path;
 
 std::string write_tmp(const std::string& name, const std::string& bytes) {
-  const std::string path = tmp_path(name);
+  std::string path = tmp_path(name);
   gmlp::write_file_atomic(path, bytes);
   return path;
 }
@@ -160,6 +160,7 @@ TEST(KjvCorpus, MalformedFilesFailNamingTheFileAndLine) {
   const auto& v = kjv();
   auto lines_of = [&] {
     std::vector<std::string> l;
+    l.reserve(v.size());
     for (const Verse& x : v) l.push_back(cat(book(x.book).abbrev, x.chapter, ":", x.verse, " ", x.text));
     return l;
   };
@@ -321,6 +322,7 @@ TEST(PlainText, LoadsNonEmptyLinesAndSplitsByIndex) {
   EXPECT_EQ(l, (std::vector<std::string>{"first doc", "second doc", "\tthird", "last without newline"}));
 
   std::vector<std::string> many;
+  many.reserve(25);
   for (int i = 0; i < 25; ++i) many.push_back(cat("line ", i));
   const auto te = lines_in_split(many, Split::test), dv = lines_in_split(many, Split::dev),
              tr = lines_in_split(many, Split::train);
@@ -513,7 +515,8 @@ TEST(Tokenizer, CorruptCharacterMapIsRejected) {
   // leaf made it read outside the model (fuzz/fuzz_tokenizer, under ASan). The real map passes
   // (every other tokenizer test loads it); these two corruptions keep the protobuf valid.
   const std::string model = trained().tok.serialized();
-  const auto [at, size] = charsmap_span(model);
+  const auto span = charsmap_span(model);
+  const size_t at = span.first, size = span.second;  // named: a lambda below captures at
   ASSERT_GT(size, 4u);
   uint32_t trie_bytes;
   std::memcpy(&trie_bytes, model.data() + at, 4);

@@ -395,6 +395,7 @@ TEST_P(TextKind, MaskedTokenAndClassificationLossesShareOneBackward) {
 TEST_P(TextKind, InferencePlanAndSaveLoadGiveIdenticalLogits) {
   // A tokenizer is part of a text checkpoint: train a tiny one and size the model to it.
   std::vector<std::string> lines;
+  lines.reserve(40);
   for (int i = 0; i < 40; ++i) lines.push_back("and the earth was without form and void " + std::to_string(i));
   const std::string dir = ::testing::TempDir() + "gmlp_text_" + GetParam();
   std::filesystem::create_directories(dir);
@@ -509,6 +510,7 @@ TEST_P(TextKind, FillMaskGivesPretrainingsMaskedTokenLoss) {
 // lays them out ("[CLS] a [SEP]", or "[CLS] a [SEP] b [SEP]" for a pair task), batch or one.
 TEST_P(TextKind, TextClassifierGivesTheModelsLogits) {
   std::vector<std::string> lines;
+  lines.reserve(40);
   for (int i = 0; i < 40; ++i) lines.push_back("and the earth was without form and void " + std::to_string(i));
   const std::string dir = ::testing::TempDir() + "gmlp_textclf_" + GetParam();
   std::filesystem::create_directories(dir);
