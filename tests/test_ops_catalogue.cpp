@@ -419,7 +419,8 @@ TEST(FastVsRef, Embedding) {
   EXPECT_TRUE(close("dtable", dt[1], dt2, tol::kFastVsRef, 10.0));  // a few O(1) terms each
   EXPECT_TRUE(close("dpos", dp[1], dp2, tol::kFastVsRef, 10.0));    // sums of 11
   // Sums of N·B/2 ≈ 200 terms, ~√200 in size.
-  EXPECT_TRUE(close("dseg", ds[1], ds2, tol::kFastVsRef, std::sqrt(double(N * B) / 2)));
+  const int64_t terms = N * B / 2;
+  EXPECT_TRUE(close("dseg", ds[1], ds2, tol::kFastVsRef, std::sqrt(double(terms))));
 }
 
 // rel_bias: T5's buckets (t5_bucket) for a short sequence, so several (query, key) pairs share
