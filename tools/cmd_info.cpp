@@ -2,6 +2,7 @@
 // its class names and what its run recorded (epochs, data, accuracies, the training options).
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "commands.h"
 #include "core/error.h"
@@ -112,7 +113,7 @@ void print_run_record(const std::map<std::string, std::string>& meta, bool text)
     for (const std::string& n : notes)
       if (!n.empty()) joined.append(joined.empty() ? "" : "; ").append(n);
     if (!joined.empty()) f.append(" (").append(joined).append(")");
-    figures.push_back(f);
+    figures.push_back(std::move(f));
   }
   if (last.contains("dev_ppl") && last["dev_ppl"].is_number()) {
     char buf[64];
