@@ -1,8 +1,9 @@
 // Whole models, every kind: gradients against finite differences in double; logits, loss, every
 // gradient and three AdamW steps against the PyTorch reference (timm's model where timm has it;
 // fixtures from tests/reference/make_fixtures.py); and the invariances (threads 1 vs 2, a batch
-// vs its rows one at a time, the inference plan, save → load).
+// vs its rows one at a time, the inference plan, inference streams, save → load).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -433,7 +434,9 @@ TEST_P(Invariance, Bf16ActivationsGiveTheBitsOfFloatOnes) {
 
 TEST_P(Invariance, InferenceInChunksGivesTheBatchLogits) {
   // infer() runs a batch in cache-sized chunks of images: chunks of 1, and chunks of 3 with a
-  // ragged last one, give what one forward over the whole batch gives.
+  // ragged last one, give what one forward over the whole batch gives. One thread: with more,
+  // the threads take the chunks as streams (the next test).
+  const test::OneThread one;
   const int64_t B = 7, K = 10;
   RandomCase rc(37, B, GetParam());
   auto& [mp, m, images, labels] = rc;
@@ -448,6 +451,43 @@ TEST_P(Invariance, InferenceInChunksGivesTheBatchLogits) {
     const float* chunked = m.infer(images.data(), B, chunk * per_image);
     EXPECT_TRUE(close("chunks of " + std::to_string(chunk), chunked, whole.data(), B * K, tol::kInvariance));
   }
+}
+
+TEST_P(Invariance, InferenceStreamsGiveTheBitsOfOneThread) {
+  // With at least as many images as threads, infer() gives each thread whole chunks of images to
+  // run alone, on a model that shares the weights: a one-thread process's logits, bit for bit, at
+  // two threads (chunks of 3 and a ragged last one) and three (chunks of 2, and a thread that may
+  // find none left), twice (the streams made, then reused), on frozen weights as an inference
+  // process has them, in f32 and in bf16 where a bf16 product runs.
+  const int64_t B = 19, K = 10;
+  std::vector<Precision> precisions{Precision::f32};
+  if (gemm::bf16_available()) precisions.push_back(Precision::bf16);
+  for (const Precision precision : precisions) {
+    set_matmul_precision(precision);
+    SCOPED_TRACE(precision_name(precision));
+    RandomCase rc(40, B, GetParam());
+    auto& [mp, m, images, labels] = rc;
+    m.plan(B, Mode::infer);
+    m.freeze();
+    std::vector<float> one;
+    {
+      const test::OneThread t;
+      EXPECT_EQ(m.infer_streams(B), 1);
+      const float* lg = m.infer(images.data(), B);
+      one.assign(lg, lg + B * K);
+    }
+    for (const int threads : {2, 3}) {
+      const test::WithThreads t(threads);
+      EXPECT_EQ(m.infer_streams(B), threads);
+      EXPECT_EQ(m.infer_streams(threads - 1), 1);  // fewer images than threads: they share each op
+      for (int call = 0; call < 2; ++call) {
+        const float* lg = m.infer(images.data(), B);
+        ASSERT_EQ(std::vector<float>(lg, lg + B * K), one) << threads << " threads, call " << call;
+      }
+      EXPECT_EQ(omp_get_max_threads(), threads);  // the streams' one thread each stays inside them
+    }
+  }
+  set_matmul_precision(Precision::f32);
 }
 
 TEST_P(Invariance, SaveLoadGivesIdenticalLogits) {

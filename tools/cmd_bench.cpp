@@ -84,9 +84,10 @@ Row measure_row(const std::vector<std::function<void()>>& steps, int images, int
 }
 
 // Where `steps` runs of `step` spend their time, per op, slowest first, in seconds per run; the
-// time outside every op's scope is the entry "(untimed)".
+// time outside every op's scope is the entry "(untimed)". Where `streams` threads each run their
+// own images' ops (Model::infer_streams), an op's time is the sum of theirs ÷ streams.
 template <class F>
-std::vector<profile::Entry> profile_per_op(F&& step, int steps) {
+std::vector<profile::Entry> profile_per_op(F&& step, int steps, int streams = 1) {
   profile::reset();
   profile::enable(true);
   const auto t0 = std::chrono::steady_clock::now();
@@ -95,17 +96,17 @@ std::vector<profile::Entry> profile_per_op(F&& step, int steps) {
   profile::enable(false);
   std::vector<profile::Entry> prof = profile::entries();
   double covered = 0;
-  for (const auto& e : prof) covered += e.seconds;
+  for (auto& e : prof) covered += (e.seconds /= streams);
   prof.push_back({"(untimed)", total - covered, steps});
   for (auto& e : prof) e.seconds /= steps;
   std::sort(prof.begin(), prof.end(), [](auto& a, auto& b) { return a.seconds > b.seconds; });
   return prof;
 }
 
-void print_profile(const char* what, const std::vector<profile::Entry>& prof) {
+void print_profile(const std::string& what, const std::vector<profile::Entry>& prof, const std::string& note = "") {
   double total = 0;
   for (const auto& e : prof) total += e.seconds;
-  std::printf("\nper-op profile of %s (%.3f ms):\n", what, 1e3 * total);
+  std::printf("\nper-op profile of %s (%.3f ms%s):\n", what.c_str(), 1e3 * total, note.c_str());
   for (const auto& e : prof)
     std::printf("  %-22s %8.3f ms  %5.1f%%\n", e.name.c_str(), 1e3 * e.seconds, 100 * e.seconds / total);
 }
@@ -276,8 +277,9 @@ void add_bench(CLI::App& app) {
       infer = measure_row(each(infer_step), int(B), args->warmup, args->reps);
       infer1 = measure_row(each(infer1_step), 1, args->warmup, args->reps);
     }
+    const int streams = inference ? runs[0].model->infer_streams(B) : 1;
     if (args->profile && inference) {
-      prof_infer = profile_per_op([&] { infer_step(runs[0]); }, profile_steps(infer.rate.median, int(B)));
+      prof_infer = profile_per_op([&] { infer_step(runs[0]); }, profile_steps(infer.rate.median, int(B)), streams);
       prof_infer1 = profile_per_op([&] { infer1_step(runs[0]); }, profile_steps(infer1.rate.median, 1));
     }
     set_matmul_precision(precision);
@@ -342,9 +344,13 @@ void add_bench(CLI::App& app) {
     }
     std::printf("peak RSS      %9.1f MB%s%s\n", peak, training ? "" : " (inference only)",
                 compare ? " (both precisions' models)" : "");
-    if (args->profile && training) print_profile(("a training step, batch " + std::to_string(B)).c_str(), prof_train);
+    if (args->profile && training) print_profile(cat("a training step, batch ", B), prof_train);
     if (args->profile && inference) {
-      print_profile(("inference, batch " + std::to_string(B)).c_str(), prof_infer);
+      const std::string each =
+          streams > 1
+              ? cat("; ", streams, " threads, each on its own images: an op's time is theirs summed ÷ ", streams)
+              : "";
+      print_profile(cat("inference, batch ", B), prof_infer, each);
       print_profile("inference, batch 1", prof_infer1);
     }
   });

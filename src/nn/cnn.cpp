@@ -213,7 +213,7 @@ Cnn<T>::Cnn(const ModelConfig& config, Storage storage) : Model<T>(config) {
 
 template <class T>
 void Cnn<T>::init(Rng& rng) {
-  T* w = this->w_.data();
+  T* w = this->weights();
   stem_->init(w, rng);
   for (const auto& b : blocks_) b->init(w, rng);
   const int64_t K = cfg_.num_classes;
@@ -263,7 +263,7 @@ const T* Cnn<T>::forward(const T* images, int64_t B, Rng* rng) {
   const bool training = rng && train_plan;
   trained_ = training;
   auto stream = [&](int64_t l) { return train_plan ? x_[l] : x_[l % 2]; };
-  T* w = this->w_.data();
+  T* w = this->weights();
   const int64_t L = int64_t(blocks_.size()), K = cfg_.num_classes;
   const T* in = images;
   if (train_plan) {
@@ -289,7 +289,7 @@ void Cnn<T>::backward(const T* dlogits) {
   GMLP_CHECK(trained_);                    // BatchNorm's backward is through the batch statistics
   const int64_t B = this->batch_, K = cfg_.num_classes, L = int64_t(blocks_.size());
   GMLP_CHECK(B > 0);
-  const T* w = this->w_.data();
+  const T* w = this->weights();
   T* g = this->g_.data();
   int cur = 0;  // dX_[cur]: ∂L/∂(the current layer's output)
   {

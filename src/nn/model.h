@@ -104,8 +104,9 @@ class ParamModel {
   int64_t num_params() const { return int64_t(w_.size()); }
   // Trainable parameters only (what papers count; buffers excluded).
   int64_t num_trainable() const;
-  T* weights() { return w_.data(); }
-  const T* weights() const { return w_.data(); }
+  // The weights the layers read: this model's own, or those of the model it shares them with.
+  T* weights() { return shared_w_ ? shared_w_ : w_.data(); }
+  const T* weights() const { return shared_w_ ? shared_w_ : w_.data(); }
   // The gradients, allocated by the first training plan (plan(B, Mode::train)); before it, null:
   // a model that only runs inference holds none.
   T* grads() { return g_.data(); }
@@ -129,6 +130,10 @@ class ParamModel {
   // plans no training. Released with the model.
   void freeze();
   bool frozen() const { return frozen_; }
+  // Reads owner's weights from now on instead of holding its own: a model built to the same
+  // config with Storage::table_only, for inference beside its owner (Model::infer's streams),
+  // whose products then find the owner's packed weights. It plans inference only.
+  void share_weights(ParamModel& owner);
 
   // Plans activations for batches of up to max_batch inputs. Must precede forward. Throws
   // gmlp::Error naming --batch-size, before allocating, if they cannot fit in memory.
@@ -170,6 +175,7 @@ class ParamModel {
   std::vector<int64_t> layer_begin_;
   int64_t layers_end_ = 0;
   bool frozen_ = false;
+  T* shared_w_ = nullptr;  // share_weights' owner's weights, or null
 };
 
 // An image classifier.
@@ -200,6 +206,12 @@ class Model : public ParamModel<T> {
   const T* infer(const T* images, int64_t B, int64_t chunk_bytes = kInferChunkBytes);
   // Images per chunk: the plan's activation bytes per image into chunk_bytes (at least one).
   int64_t infer_chunk(int64_t chunk_bytes = kInferChunkBytes) const;
+  // How many threads infer() runs B images on as streams, each thread taking whole chunks of
+  // images through its own forward passes with its own activations (a model sharing these
+  // weights), where otherwise all the threads share each op of one forward pass: every thread,
+  // under an inference plan outside a parallel region with at least as many images as threads;
+  // else 1 (no streams).
+  int infer_streams(int64_t B) const;
   // Chosen on a 2-core Zen 3 (512 KB L2 a core) from inference at several batch sizes: the best
   // held 7–13 MB of planned activations. Whole batch → chunks there (`gmlp bench`, images/s,
   // median of three runs): fmnist-s at 64 1,145 → 1,651 (chunks of 17), cifar-s at 64 754 →
@@ -211,12 +223,15 @@ class Model : public ParamModel<T> {
   ModelConfig cfg_;
 
  private:
+  const T* infer_in_streams(const T* images, int64_t B, int streams, int64_t chunk_bytes);
   std::vector<T> gathered_;  // infer's logits when it runs in chunks; grows, never shrinks
+  // infer's other streams: models of this config that share its weights, made on first use.
+  std::vector<std::unique_ptr<Model<T>>> streams_;
 };
 
 // Builds the model config.model names (validating the config first).
 template <class T>
-std::unique_ptr<Model<T>> make_model(const ModelConfig& config);
+std::unique_ptr<Model<T>> make_model(const ModelConfig& config, Storage storage = Storage::allocate);
 
 // The parameters a model of `config` has (names, shapes, sizes), from a model built with
 // Storage::table_only: validates the config and its size, allocates no weights.

@@ -214,7 +214,7 @@ TokenModel<T>::TokenModel(const ModelConfig& config, Storage storage) : Model<T>
 
 template <class T>
 void TokenModel<T>::init(Rng& rng) {
-  T* w = this->w_.data();
+  T* w = this->weights();
   const int64_t C = cfg_.in_chans, P = cfg_.patch_size, D = cfg_.dim, N = cfg_.tokens(), K = cfg_.num_classes;
   if (style_ == InitStyle::mixer) {  // timm MlpMixer: lecun-normal stem, zero head
     init::lecun_normal(w + stem_w_, D * C * P * P, C * P * P, rng);
@@ -259,7 +259,7 @@ const T* TokenModel<T>::forward(const T* images, int64_t B, Rng* rng) {
                 L = int64_t(layers_.size());
   const bool train = this->mode_ == Mode::train;
   auto stream = [&](int64_t l) { return train ? x_[l] : x_[l % 2]; };
-  const T* w = this->w_.data();
+  const T* w = this->weights();
   const PatchShape ps{B, cfg_.in_chans, cfg_.img_size, cfg_.patch_size};
   {
     GMLP_PROFILE("fwd.patch_embed");
@@ -305,7 +305,7 @@ void TokenModel<T>::backward(const T* dlogits) {
   const int64_t B = this->batch_, N = cfg_.tokens(), Np = cfg_.patches(), M = N * B, D = cfg_.dim, K = cfg_.num_classes,
                 L = int64_t(layers_.size());
   GMLP_CHECK(B > 0);
-  const T* w = this->w_.data();
+  const T* w = this->weights();
   T* g = this->g_.data();
   {
     GMLP_PROFILE("bwd.head");
