@@ -212,61 +212,56 @@ int Model<T>::infer_streams(int64_t B) const {
   return this->mode_ == Mode::infer && !omp_in_parallel() && B >= threads ? threads : 1;
 }
 
+// Threads that share every op of a forward pass wait for each other at the end of each op: on
+// a 2-core Zen 3, 9–14 % of a batched inference's samples were a thread waiting in the OpenMP
+// runtime, one core running 10–15 % slower than the other. As streams, each thread takes the next
+// chunk of images once it has finished one and runs its whole forward pass alone, so the threads
+// wait once a batch, for at most a chunk. Each thread's ops run as in a one-thread process
+// (omp_set_num_threads(1) for the region's tasks): the same bits as there, which are a two-thread
+// process's too. Their chunks are small enough that each thread takes about four, and no larger
+// than its share of the cache budget.
 template <class T>
 const T* Model<T>::infer(const T* images, int64_t B, int64_t chunk_bytes) {
   GMLP_CHECK(B > 0 && B <= this->max_batch_);
   // A training plan keeps every layer's activations, so its bytes per image say nothing of what
   // one forward touches: evaluation during training runs whole batches, as before.
   if (this->mode_ != Mode::infer) return forward(images, B);
-  if (const int streams = infer_streams(B); streams > 1) return infer_in_streams(images, B, streams, chunk_bytes);
-  const int64_t chunk = infer_chunk(chunk_bytes);
-  if (B <= chunk) return forward(images, B);
+  constexpr int64_t kChunksPerStream = 4;
+  const int streams = infer_streams(B);
+  const int64_t chunk = streams == 1
+                            ? infer_chunk(chunk_bytes)
+                            : std::clamp<int64_t>((B + kChunksPerStream * streams - 1) / (kChunksPerStream * streams),
+                                                  1, infer_chunk(chunk_bytes / streams));
+  if (streams == 1 && B <= chunk) return forward(images, B);
   const int64_t K = cfg_.num_classes;
   const int64_t image = int64_t(cfg_.in_chans) * cfg_.img_size * cfg_.img_size;
   if (gathered_.size() < size_t(B * K)) gathered_.resize(size_t(B * K));
-  for (int64_t b0 = 0; b0 < B; b0 += chunk) {
-    const int64_t n = std::min(chunk, B - b0);
-    const T* logits = forward(images + b0 * image, n);
-    std::copy(logits, logits + n * K, gathered_.data() + b0 * K);
+  std::atomic<int64_t> next{0};  // the first image no thread has taken
+  // Model m's forward passes over the chunks not taken yet, its logits gathered.
+  const auto take_chunks = [&](Model<T>& m) {
+    for (int64_t b0; (b0 = next.fetch_add(chunk)) < B;) {
+      const int64_t n = std::min(chunk, B - b0);
+      const T* logits = m.forward(images + b0 * image, n);
+      std::copy(logits, logits + n * K, gathered_.data() + b0 * K);
+    }
+  };
+  if (streams == 1) {
+    take_chunks(*this);
+    return gathered_.data();
   }
-  return gathered_.data();
-}
-
-// Threads that share every op of a forward pass wait for each other at the end of each op: on
-// a 2-core Zen 3, 9–14 % of a batched inference's samples were a thread waiting in the OpenMP
-// runtime, the cores' speeds differing by 10–15 % from moment to moment. As streams, each thread
-// takes the next chunk of images once it has finished one and runs its whole forward pass
-// alone, so the threads wait once a batch, for at most a chunk. Each thread's ops run as in a
-// one-thread process (omp_set_num_threads(1) for the region's tasks): the same bits as there,
-// which are a two-thread process's too. The chunks are small enough that each thread takes about
-// four, and no larger than its share of the cache budget.
-template <class T>
-const T* Model<T>::infer_in_streams(const T* images, int64_t B, int streams, int64_t chunk_bytes) {
-  constexpr int64_t kChunksPerStream = 4;
-  const int64_t chunk = std::clamp<int64_t>((B + kChunksPerStream * streams - 1) / (kChunksPerStream * streams), 1,
-                                            infer_chunk(chunk_bytes / streams));
   while (int(streams_.size()) < streams - 1) {
     streams_.push_back(make_model<T>(cfg_, Storage::table_only));
     streams_.back()->share_weights(*this);
   }
   for (const auto& s : streams_)
     if (s->planned_batch() < chunk) s->plan(chunk, Mode::infer);
-  const int64_t K = cfg_.num_classes;
-  const int64_t image = int64_t(cfg_.in_chans) * cfg_.img_size * cfg_.img_size;
-  if (gathered_.size() < size_t(B * K)) gathered_.resize(size_t(B * K));
-  std::atomic<int64_t> next{0};  // the first image no thread has taken
-  std::exception_ptr error;      // the first error a thread met; the others then stop
+  std::exception_ptr error;  // the first error a thread met; the others then stop
 #pragma omp parallel num_threads(streams)
   {
     omp_set_num_threads(1);
     const int t = omp_get_thread_num();
-    Model<T>& m = t == 0 ? *this : *streams_[size_t(t - 1)];
     try {
-      for (int64_t b0; (b0 = next.fetch_add(chunk)) < B;) {
-        const int64_t n = std::min(chunk, B - b0);
-        const T* logits = m.forward(images + b0 * image, n);
-        std::copy(logits, logits + n * K, gathered_.data() + b0 * K);
-      }
+      take_chunks(t == 0 ? *this : *streams_[size_t(t - 1)]);
     } catch (...) {
       next = B;
 #pragma omp critical(gmlp_infer_streams_error)

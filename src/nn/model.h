@@ -223,7 +223,6 @@ class Model : public ParamModel<T> {
   ModelConfig cfg_;
 
  private:
-  const T* infer_in_streams(const T* images, int64_t B, int streams, int64_t chunk_bytes);
   std::vector<T> gathered_;  // infer's logits when it runs in chunks; grows, never shrinks
   // infer's other streams: models of this config that share its weights, made on first use.
   std::vector<std::unique_ptr<Model<T>>> streams_;
