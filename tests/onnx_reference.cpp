@@ -107,7 +107,7 @@ void logits(const std::map<std::string, std::string>& a) {
     std::vector<float> images(size_t(B * c.in_chans * c.img_size * c.img_size));
     for (float& v : images) v = float(rng.normal());
     ck.model->plan(B, Mode::infer);
-    const float* out = ck.model->forward(images.data(), B);
+    const float* out = ck.model->infer(images.data(), B);
     save_npy_f32(need(a, "inputs"), images.data(), {B, c.in_chans, c.img_size, c.img_size});
     save_npy_f32(need(a, "logits"), out, {B, c.num_classes});
     return;

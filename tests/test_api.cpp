@@ -50,7 +50,7 @@ TEST(Classifier, LogitsMatchTheModelAcrossBatches) {
   for (auto& p : pixels) p = float(rng.uniform());
   for (size_t i = 0; i < pixels.size(); ++i) normalised[i] = (pixels[i] - 0.3f) / 0.6f;
   s.model->plan(n, Mode::infer);
-  const float* expected = s.model->forward(normalised.data(), n);
+  const float* expected = s.model->infer(normalised.data(), n);
   const std::vector<float> got = c.logits(pixels.data(), n);
   ASSERT_EQ(got.size(), size_t(n) * 5);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], tol::kInvariance) << i;

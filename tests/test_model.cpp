@@ -420,7 +420,7 @@ TEST_P(Invariance, Bf16ActivationsGiveTheBitsOfFloatOnes) {
         set_bf16_activations(on);
         for (const int64_t B : {batch, int64_t(1)}) {
           m.plan(B, Mode::infer);
-          const float* lg = m.forward(images.data(), B);
+          const float* lg = m.infer(images.data(), B);
           infer[on].emplace_back(lg, lg + B * 10);
         }
       }
@@ -450,6 +450,31 @@ TEST_P(Invariance, InferenceInChunksGivesTheBatchLogits) {
   for (const int64_t chunk : {1, 3}) {
     const float* chunked = m.infer(images.data(), B, chunk * per_image);
     EXPECT_TRUE(close("chunks of " + std::to_string(chunk), chunked, whole.data(), B * K, tol::kInvariance));
+  }
+}
+
+TEST(Inference, PlanLaysOutOneChunkAndInferTakesTheWholeBatch) {
+  // An inference plan lays out one chunk of images, however large the batch: infer() runs the
+  // batch through it, a chunk at a time, on one thread and as streams on two, and gives the
+  // logits of one forward over the whole batch under a training plan, bit for bit.
+  auto per_image = [](Model<float>& m) { return m.plan_bytes(2, Mode::infer) - m.plan_bytes(1, Mode::infer); };
+  RandomCase probe(41, 1);
+  const int64_t B = Model<float>::kInferChunkBytes / per_image(probe.m) * 3 / 2 + 3;
+  RandomCase rc(41, B);
+  auto& [mp, m, images, labels] = rc;
+  const float* lg = m.forward(images.data(), B);
+  const std::vector<float> whole(lg, lg + B * 10);
+  m.plan(B, Mode::infer);
+  EXPECT_EQ(m.planned_batch(), B);
+  EXPECT_LT(m.chunk_batch(), B);
+  // plan_bytes lays out a plan of its own, and leaves this one in place.
+  EXPECT_EQ(int64_t(m.activation_bytes()), m.plan_bytes(m.chunk_batch(), Mode::infer));
+  EXPECT_GT(m.plan_bytes(B, Mode::train), int64_t(m.activation_bytes()));
+  EXPECT_EQ(m.infer_chunk(), m.chunk_batch());
+  for (const int threads : {1, 2}) {
+    const test::WithThreads t(threads);
+    const float* got = m.infer(images.data(), B);
+    ASSERT_EQ(std::vector<float>(got, got + B * 10), whole) << threads << " threads";
   }
 }
 

@@ -325,10 +325,15 @@ TEST(Validation, BatchesWhoseActivationsCannotFitNameBatchSize) {
   const auto model = make_model<float>(c);
   const int64_t per_image = model->plan_bytes(1), huge = memory_limit_bytes() / per_image * 4 + 1;
   EXPECT_GT(model->plan_bytes(10), 9 * per_image);
-  expect_error([&] { model->plan(huge, Mode::infer); }, {"inference activations of a batch of", "lower --batch-size"});
   expect_error([&] { model->plan(huge); }, {"training activations", "--batch-size"});
   model->plan(4);  // still plans what fits
   EXPECT_EQ(model->planned_batch(), 4);
+  // Inference runs in chunks, and its plan lays out one: any batch fits.
+  model->plan(huge, Mode::infer);
+  EXPECT_EQ(model->planned_batch(), huge);
+  EXPECT_LT(model->chunk_batch(), huge);
+  EXPECT_EQ(int64_t(model->activation_bytes()), model->plan_bytes(model->chunk_batch(), Mode::infer));
+  EXPECT_LE(int64_t(model->activation_bytes()), Model<float>::kInferChunkBytes + model->plan_bytes(1, Mode::infer));
 }
 
 TEST(Validation, ThreadCountsAboveTheCapAreRefused) {

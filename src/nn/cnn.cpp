@@ -257,7 +257,7 @@ void Cnn<T>::lay_out(Arena<T>& a, int64_t max_batch) {
 
 template <class T>
 const T* Cnn<T>::forward(const T* images, int64_t B, Rng* rng) {
-  GMLP_CHECK(B > 0 && B <= this->max_batch_);
+  GMLP_CHECK(B > 0 && B <= this->chunk_batch_);
   this->batch_ = B;
   const bool train_plan = this->mode_ == Mode::train;
   const bool training = rng && train_plan;

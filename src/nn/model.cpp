@@ -53,6 +53,12 @@ int64_t Arena<T>::size() const {
 
 template <class T>
 void Arena<T>::allocate(Buffer<T>& buf) {
+  buf.resize(size_t(size()));
+  place(buf.data());
+}
+
+template <class T>
+void Arena<T>::place(T* base) const {
   auto round = round16;
   const int layers = layer_ + 1;
   // Sizes: the global region in full; per layer, its keep and temp sums.
@@ -72,8 +78,6 @@ void Arena<T>::allocate(Buffer<T>& buf) {
     temp_max = std::max(temp_max, temp[l]);
   }
   GMLP_CHECK(global + keep_total + temp_max == size());
-  buf.resize(size_t(global + keep_total + temp_max));
-  T* base = buf.data();
   int64_t g_off = 0;
   std::vector<int64_t> k_off = keep_base, t_off(layers, 0);
   for (const Request& r : requests_) {
@@ -151,11 +155,30 @@ void ParamModel<T>::allocate_params(Storage storage, const nlohmann::json& confi
 }
 
 template <class T>
-int64_t ParamModel<T>::plan_bytes(int64_t max_batch, Mode mode) {
+Arena<T> ParamModel<T>::lay_out_plan(int64_t max_batch, Mode mode, int64_t& chunk_batch, int64_t& per_input) {
   GMLP_CHECK(max_batch > 0);
   Arena<T> arena(mode);
   lay_out(arena, max_batch);
-  return arena.size() * int64_t(sizeof(T));
+  per_input = std::max<int64_t>(1, arena.size() * int64_t(sizeof(T)) / max_batch);
+  chunk_batch = max_batch;
+  if (mode == Mode::infer && infers_in_chunks()) {
+    chunk_batch = std::clamp<int64_t>(kInferChunkBytes / per_input, 1, max_batch);
+    if (chunk_batch < max_batch) {
+      arena = Arena<T>(mode);
+      lay_out(arena, chunk_batch);
+    }
+  }
+  return arena;
+}
+
+template <class T>
+int64_t ParamModel<T>::plan_bytes(int64_t max_batch, Mode mode) {
+  int64_t chunk_batch = 0, per_input = 0;
+  const int64_t bytes = lay_out_plan(max_batch, mode, chunk_batch, per_input).size() * int64_t(sizeof(T));
+  // lay_out pointed the layers' views at requests that are never placed: point them into the
+  // model's plan again, the same layout as before.
+  if (max_batch_ > 0) lay_out_plan(max_batch_, mode_, chunk_batch, per_input).place(acts_.data());
+  return bytes;
 }
 
 template <class T>
@@ -186,24 +209,25 @@ void ParamModel<T>::plan(int64_t max_batch, Mode mode) {
   GMLP_CHECK(max_batch > 0);
   GMLP_CHECK(!(frozen_ && mode == Mode::train));    // a frozen model's weights must not change
   GMLP_CHECK(!(shared_w_ && mode == Mode::train));  // nor another model's
-  Arena<T> arena(mode);
-  lay_out(arena, max_batch);
+  int64_t chunk_batch = 0, per_input = 0;
+  Arena<T> arena = lay_out_plan(max_batch, mode, chunk_batch, per_input);
+  // An inference plan of one chunk that does not fit is one of a few inputs: no smaller batch helps.
   check_fits_in_memory(double(arena.size()) * sizeof(T),
                        cat("the ", mode == Mode::train ? "training" : "inference", " activations of a batch of ",
-                           thousands_sep(max_batch)),
-                       " (lower --batch-size)");
+                           thousands_sep(chunk_batch)),
+                       chunk_batch == max_batch ? " (lower --batch-size)" : "");
   arena.allocate(acts_);
   if (mode == Mode::train && g_.size() != w_.size()) g_.resize(w_.size());
   max_batch_ = max_batch;
+  chunk_batch_ = chunk_batch;
+  per_input_bytes_ = per_input;
   mode_ = mode;
 }
 
 template <class T>
-int64_t Model<T>::infer_chunk(int64_t chunk_bytes) const {
-  GMLP_CHECK(this->max_batch_ > 0);
-  const int64_t bytes = int64_t(this->activation_bytes());
-  const int64_t per_image = std::max<int64_t>(1, bytes / this->max_batch_);
-  return std::clamp<int64_t>(chunk_bytes / per_image, 1, this->max_batch_);
+int64_t ParamModel<T>::infer_chunk(int64_t chunk_bytes) const {
+  GMLP_CHECK(max_batch_ > 0);
+  return std::clamp<int64_t>(chunk_bytes / per_input_bytes_, 1, chunk_batch_);
 }
 
 template <class T>
@@ -229,9 +253,9 @@ const T* Model<T>::infer(const T* images, int64_t B, int64_t chunk_bytes) {
   constexpr int64_t kChunksPerStream = 4;
   const int streams = infer_streams(B);
   const int64_t chunk = streams == 1
-                            ? infer_chunk(chunk_bytes)
+                            ? this->infer_chunk(chunk_bytes)
                             : std::clamp<int64_t>((B + kChunksPerStream * streams - 1) / (kChunksPerStream * streams),
-                                                  1, infer_chunk(chunk_bytes / streams));
+                                                  1, this->infer_chunk(chunk_bytes / streams));
   if (streams == 1 && B <= chunk) return forward(images, B);
   const int64_t K = cfg_.num_classes;
   const int64_t image = int64_t(cfg_.in_chans) * cfg_.img_size * cfg_.img_size;

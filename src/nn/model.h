@@ -76,6 +76,8 @@ class Arena {
   int64_t size() const;
   // Allocates buf and points every requested view into it (64-byte aligned each).
   void allocate(Buffer<T>& buf);
+  // Points every requested view into base, size() elements laid out as allocate() lays them out.
+  void place(T* base) const;
 
  private:
   enum class Region { global, keep, temp };
@@ -136,13 +138,29 @@ class ParamModel {
   void share_weights(ParamModel& owner);
 
   // Plans activations for batches of up to max_batch inputs. Must precede forward. Throws
-  // gmlp::Error naming --batch-size, before allocating, if they cannot fit in memory.
+  // gmlp::Error naming --batch-size, before allocating, if they cannot fit in memory. Under
+  // Mode::infer a model that infers in chunks (Model::infer) lays out one chunk's activations
+  // (chunk_batch()), however large max_batch: its infer() takes up to max_batch inputs, a chunk
+  // at a time, and a single forward up to chunk_batch().
   void plan(int64_t max_batch, Mode mode = Mode::train);
-  // The bytes plan(max_batch, mode) would allocate; allocates nothing.
+  // The bytes plan(max_batch, mode) would allocate; allocates nothing, and leaves the model's
+  // plan in place (not the host-side state of its last forward: call it between passes).
   int64_t plan_bytes(int64_t max_batch, Mode mode = Mode::train);
   int64_t planned_batch() const { return max_batch_; }
+  // The inputs the activations are laid out for, the most one forward pass takes: planned_batch(),
+  // or under an inference plan of a model that infers in chunks, the largest chunk (infer_chunk()).
+  int64_t chunk_batch() const { return chunk_batch_; }
   Mode planned_mode() const { return mode_; }
   size_t activation_bytes() const { return acts_.size() * sizeof(T); }
+  // Inputs per chunk of inference: the activation bytes an input takes in a plan of
+  // planned_batch() into chunk_bytes, at least one and at most chunk_batch().
+  int64_t infer_chunk(int64_t chunk_bytes = kInferChunkBytes) const;
+  // Chosen on a 2-core Zen 3 (512 KB L2 a core) from inference at several batch sizes: the best
+  // held 7–13 MB of planned activations. Whole batch → chunks there (`gmlp bench`, images/s,
+  // median of three runs): fmnist-s at 64 1,145 → 1,651 (chunks of 17), cifar-s at 64 754 →
+  // 1,048 (13), gmlp-ti16 at 8 32 → 39 (2). Since the gate saves nothing under an inference
+  // plan an image plans fewer bytes, and the chunks are 22, 16 and 3 images.
+  static constexpr int64_t kInferChunkBytes = int64_t(8) << 20;
 
  protected:
   int64_t add_param(const std::string& name, std::vector<int64_t> shape, bool decay, bool trainable = true) {
@@ -153,6 +171,9 @@ class ParamModel {
   // allocates unless storage is table_only.
   void allocate_params(Storage storage, const nlohmann::json& config);
   virtual void lay_out(Arena<T>& arena, int64_t max_batch) = 0;
+  // Whether inference runs in chunks of the plan's inputs (Model::infer), so that an inference
+  // plan lays out one chunk.
+  virtual bool infers_in_chunks() const { return false; }
   // The constructor marks where each layer's parameters begin (before adding them) and where the
   // layers end; backward then reports each layer's (grads_ready).
   void mark_layer_begin() { layer_begin_.push_back(table_.total()); }
@@ -167,11 +188,16 @@ class ParamModel {
   ParamTable table_;
   Buffer<T> w_, g_;
   Buffer<T> acts_;
-  int64_t max_batch_ = 0, batch_ = 0;
+  int64_t max_batch_ = 0, chunk_batch_ = 0, batch_ = 0;
   Mode mode_ = Mode::train;
 
  private:
+  // The arena of plan(max_batch, mode), laid out for chunk_batch inputs (set here), and the bytes
+  // an input takes in a plan of max_batch.
+  Arena<T> lay_out_plan(int64_t max_batch, Mode mode, int64_t& chunk_batch, int64_t& per_input);
+
   GradsReady grads_ready_;
+  int64_t per_input_bytes_ = 0;  // activation bytes per input in a plan of planned_batch()
   std::vector<int64_t> layer_begin_;
   int64_t layers_end_ = 0;
   bool frozen_ = false;
@@ -203,24 +229,18 @@ class Model : public ParamModel<T> {
   // runs in chunks of at most infer_chunk() images and gathers the logits: a chunk's activations
   // stay in cache, where a whole batch's spill to memory between ops. Returns logits (B, K),
   // valid until the next call: forward(images, B)'s, up to summation order.
-  const T* infer(const T* images, int64_t B, int64_t chunk_bytes = kInferChunkBytes);
-  // Images per chunk: the plan's activation bytes per image into chunk_bytes (at least one).
-  int64_t infer_chunk(int64_t chunk_bytes = kInferChunkBytes) const;
+  const T* infer(const T* images, int64_t B, int64_t chunk_bytes = ParamModel<T>::kInferChunkBytes);
   // How many threads infer() runs B images on as streams, each thread taking whole chunks of
   // images through its own forward passes with its own activations (a model sharing these
   // weights), where otherwise all the threads share each op of one forward pass: every thread,
   // under an inference plan outside a parallel region with at least as many images as threads;
   // else 1 (no streams).
   int infer_streams(int64_t B) const;
-  // Chosen on a 2-core Zen 3 (512 KB L2 a core) from inference at several batch sizes: the best
-  // held 7–13 MB of planned activations. Whole batch → chunks there (`gmlp bench`, images/s,
-  // median of three runs): fmnist-s at 64 1,145 → 1,651 (chunks of 17), cifar-s at 64 754 →
-  // 1,048 (13), gmlp-ti16 at 8 32 → 39 (2). Since the gate saves nothing under an inference
-  // plan an image plans fewer bytes, and the chunks are 22, 16 and 3 images.
-  static constexpr int64_t kInferChunkBytes = int64_t(8) << 20;
 
  protected:
   ModelConfig cfg_;
+
+  bool infers_in_chunks() const override { return true; }
 
  private:
   std::vector<T> gathered_;  // infer's logits when it runs in chunks; grows, never shrinks

@@ -201,7 +201,7 @@ void TextModel<T>::lay_out(Arena<T>& a, int64_t B) {
 
 template <class T>
 const T* TextModel<T>::encode(const int32_t* ids, int64_t B, Rng* rng) {
-  GMLP_CHECK(B > 0 && B <= this->max_batch_);
+  GMLP_CHECK(B > 0 && B <= this->chunk_batch_);
   this->batch_ = B;
   const int64_t N = cfg_.seq_len, M = N * B, D = cfg_.dim, V = cfg_.vocab_size, L = int64_t(layers_.size());
   const bool train = this->mode_ == Mode::train;

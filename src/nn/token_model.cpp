@@ -253,7 +253,7 @@ void TokenModel<T>::lay_out(Arena<T>& a, int64_t max_batch) {
 
 template <class T>
 const T* TokenModel<T>::forward(const T* images, int64_t B, Rng* rng) {
-  GMLP_CHECK(B > 0 && B <= this->max_batch_);
+  GMLP_CHECK(B > 0 && B <= this->chunk_batch_);
   this->batch_ = B;
   const int64_t N = cfg_.tokens(), Np = cfg_.patches(), M = N * B, D = cfg_.dim, K = cfg_.num_classes,
                 L = int64_t(layers_.size());
