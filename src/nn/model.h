@@ -138,7 +138,8 @@ class ParamModel {
   void share_weights(ParamModel& owner);
 
   // Plans activations for batches of up to max_batch inputs. Must precede forward. Throws
-  // gmlp::Error naming --batch-size, before allocating, if they cannot fit in memory. Under
+  // gmlp::Error, before allocating, if they cannot fit in memory (naming --batch-size where a
+  // smaller batch would lay out less). Under
   // Mode::infer a model that infers in chunks (Model::infer) lays out one chunk's activations
   // (chunk_batch()), however large max_batch: its infer() takes up to max_batch inputs, a chunk
   // at a time, and a single forward up to chunk_batch().
