@@ -1,14 +1,16 @@
 // Test helpers: comparisons whose failure names the tensor, the worst element, its index and
-// both values; finite differences; random tensors; one-thread scopes.
+// both values; finite differences; random tensors; a call on a thread of the test's own.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/rng.h"
@@ -101,6 +103,21 @@ std::vector<T> randn(int64_t n, Rng& rng, double scale = 1.0) {
   std::vector<T> v(n);
   for (auto& x : v) x = T(rng.normal() * scale);
   return v;
+}
+
+// Runs call() on a thread started here, as an application's worker is (not by OpenMP), and
+// returns the size of the team that a parallel region opened on that thread right after it: the
+// OpenMP thread count the call ran with and left there.
+inline int team_after_call_on_new_thread(const std::function<void()>& call) {
+  int team = 0;
+  std::thread worker([&] {
+    call();
+#pragma omp parallel
+#pragma omp single
+    team = omp_get_num_threads();
+  });
+  worker.join();
+  return team;
 }
 
 }  // namespace gmlp::test

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "check.h"
 #include "files.h"
 #include "gmlp/classifier.h"
 #include "io/image.h"
@@ -83,6 +84,24 @@ TEST(Classifier, ClassifiesAnImageFileAsItsPixels) {
   const Prediction from_file = c.classify(png, 1).front(), from_pixels = c.classify(pixels.data(), 1).front();
   EXPECT_EQ(from_file.label, from_pixels.label);
   EXPECT_FLOAT_EQ(from_file.probability, from_pixels.probability);
+}
+
+// set_threads() in one thread governs a Classifier called from a thread the application started
+// itself, where OpenMP's own count would be the runtime's default (every CPU).
+TEST(Classifier, SetThreadsGovernsTheApplicationsOwnThreads) {
+  Saved s = save_model("ck.safetensors");
+  Classifier c(s.path);
+  const std::vector<float> pixels(144, 0.5f);
+  const std::vector<float> expected = c.logits(pixels.data(), 1);
+  const int saved = num_threads();
+  for (int n : {1, 2, 3}) {
+    SCOPED_TRACE(n);
+    set_threads(n);
+    std::vector<float> got;
+    EXPECT_EQ(test::team_after_call_on_new_thread([&] { got = c.logits(pixels.data(), 1); }), n);
+    EXPECT_TRUE(test::close("logits", got.data(), expected.data(), 5, tol::kInvariance));
+  }
+  set_threads(saved);
 }
 
 TEST(Classifier, FailuresAreOneLineRuntimeErrors) {

@@ -504,6 +504,14 @@ TEST_P(TextKind, FillMaskGivesPretrainingsMaskedTokenLoss) {
   const double eval_loss = tc.m.mlm(positions.data(), labels.data(), int64_t(labels.size()), false).loss_sum;
   EXPECT_NEAR(fill_loss / double(labels.size()), eval_loss / double(labels.size()), 1e-5 * std::abs(eval_loss))
       << "fill-mask's input differs from pretraining's";
+
+  // Called from a thread the application started, it runs on set_threads()'s count.
+  const int saved = num_threads();
+  set_threads(1);
+  size_t filled = 0;
+  EXPECT_EQ(test::team_after_call_on_new_thread([&] { filled = fill.fill(masked, 3).size(); }), 1);
+  EXPECT_EQ(filled, labels.size());
+  set_threads(saved);
 }
 
 // The public TextClassifier gives the model's own [CLS] logits for texts laid out as finetuning
@@ -543,6 +551,13 @@ TEST_P(TextKind, TextClassifierGivesTheModelsLogits) {
     ASSERT_EQ(one.size(), 3u);
     EXPECT_EQ(one[0].label, std::max_element(got.begin() + K, got.begin() + 2 * K) - got.begin() - K);
     EXPECT_NEAR(one[0].probability + one[1].probability + one[2].probability, 1.0, 1e-6);
+    // Called from a thread the application started, it runs on set_threads()'s count.
+    const int saved = num_threads();
+    set_threads(1);
+    std::vector<float> from_worker;
+    EXPECT_EQ(test::team_after_call_on_new_thread([&] { from_worker = pairs ? clf.logits(a, b) : clf.logits(a); }), 1);
+    EXPECT_TRUE(close("logits from a worker", from_worker, expected, tol::kInvariance));
+    set_threads(saved);
   }
   std::filesystem::remove_all(dir);
 }

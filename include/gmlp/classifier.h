@@ -66,8 +66,11 @@ class Classifier {
   std::unique_ptr<Impl> impl_;
 };
 
-// Threads for everything parallel in this process (OpenMP and oneDNN); n <= 0: every core the
-// process may use. More than 1024 throws std::runtime_error.
+// Threads for everything parallel in this process (OpenMP and oneDNN), whichever of the
+// application's threads calls a Classifier, TextClassifier or FillMask; n <= 0, and the default
+// where it is never called: every core the process may use (its CPUs, or its cgroup's CPU quota
+// where that is less). Serving from W threads of their own, one model each, set_threads(cores / W)
+// keeps W teams from sharing the cores. More than 1024 throws std::runtime_error.
 void set_threads(int n);
 
 }  // namespace gmlp

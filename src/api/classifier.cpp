@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/threads.h"
 #include "data/transform.h"
 #include "io/image.h"
 #include "ops/cross_entropy.h"
@@ -25,6 +26,7 @@ struct Classifier::Impl {
 Classifier::Classifier(const std::string& checkpoint) : Classifier(checkpoint, 0) {}
 
 Classifier::Classifier(const std::string& checkpoint, int size) : impl_(std::make_unique<Impl>()) {
+  use_process_threads();
   impl_->ck = load_checkpoint(checkpoint);
   if (size > 0) change_image_size(impl_->ck, checkpoint, size, GridFit::resize);
   impl_->ck.model->plan(kBatch, Mode::infer);
@@ -42,6 +44,7 @@ const std::vector<std::string>& Classifier::class_names() const { return impl_->
 const std::vector<std::string>& Classifier::notes() const { return impl_->ck.notes; }
 
 std::vector<float> Classifier::logits(const float* pixels, int n) {
+  use_process_threads();
   if (n < 0) fail("failed to classify: ", n, " images (expected a count >= 0)");
   const int C = channels(), S = image_size(), K = num_classes();
   const size_t image = size_t(C) * S * S;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/threads.h"
 #include "text/tokenizer.h"
 #include "train/lm_trainer.h"
 
@@ -70,6 +71,7 @@ struct FillMask::Impl {
 };
 
 FillMask::FillMask(const std::string& checkpoint) : impl_(std::make_unique<Impl>()) {
+  use_process_threads();
   impl_->ck = load_text_checkpoint(checkpoint);
   impl_->ck.model->plan(1, Mode::infer);
   impl_->ck.model->freeze();
@@ -91,6 +93,7 @@ std::vector<int32_t> FillMask::tokens(const std::string& text) const {
 }
 
 std::vector<float> FillMask::logits(const int32_t* ids, int n) {
+  use_process_threads();
   const int N = max_tokens(), V = vocab_size();
   if (n < 1 || n > N) fail("failed to compute logits: ", n, " tokens (expected 1..", N, ")");
   std::vector<int32_t> input(size_t(N), text::Tokenizer::kPad);
@@ -112,6 +115,7 @@ std::vector<float> FillMask::logits(const int32_t* ids, int n) {
 }
 
 std::vector<std::vector<MaskFill>> FillMask::fill(const std::string& text, int top) {
+  use_process_threads();
   if (top < 1) fail("failed to fill masks: top ", top, " (expected a count >= 1)");
   const std::vector<std::string> parts = split_at_masks(text);
   std::vector<int64_t> positions;

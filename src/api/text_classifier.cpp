@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/threads.h"
 #include "ops/cross_entropy.h"
 #include "text/tasks.h"
 #include "text/tokenizer.h"
@@ -28,6 +29,7 @@ struct TextClassifier::Impl {
 };
 
 TextClassifier::TextClassifier(const std::string& checkpoint) : impl_(std::make_unique<Impl>()) {
+  use_process_threads();
   Impl& m = *impl_;
   m.ck = load_text_checkpoint(checkpoint);
   const auto task = m.ck.metadata.find("task");
@@ -92,6 +94,7 @@ std::vector<float> TextClassifier::logits(const std::vector<std::string>& texts,
 }
 
 std::vector<float> TextClassifier::logits(const int32_t* ids, int n) {
+  use_process_threads();
   Impl& m = *impl_;
   if (n < 0) fail("failed to classify: ", n, " sequences (expected a count >= 0)");
   const size_t N = size_t(max_tokens()), K = size_t(num_classes());

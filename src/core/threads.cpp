@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -70,12 +71,29 @@ int available_cpus() {
   return n;
 }
 
+namespace {
+std::atomic<int> process_threads{0};  // set_threads' count; 0 until it is called
+
+// The calling thread's teams: exactly n threads. With OMP_DYNAMIC the runtime may start fewer
+// when the machine is loaded, and the bits of a product's sums follow the count (core/gemm.h).
+void apply(int n) {
+  omp_set_dynamic(0);
+  omp_set_num_threads(n);
+}
+}  // namespace
+
 void set_threads(int n) {
   if (n > kMaxThreads) fail("invalid thread count ", n, ": expected at most ", kMaxThreads);
-  // Teams of exactly this size: with OMP_DYNAMIC the runtime may start fewer threads when the
-  // machine is loaded, and the bits of a product's sums follow the count (core/gemm.h).
-  omp_set_dynamic(0);
-  omp_set_num_threads(n <= 0 ? available_cpus() : n);
+  const int count = n <= 0 ? available_cpus() : n;
+  process_threads.store(count, std::memory_order_relaxed);
+  apply(count);
+}
+
+void use_process_threads() {
+  if (omp_in_parallel()) return;
+  const int set = process_threads.load(std::memory_order_relaxed);
+  const int count = set > 0 ? set : available_cpus();
+  if (omp_get_max_threads() != count || omp_get_dynamic()) apply(count);
 }
 
 int num_threads() { return omp_get_max_threads(); }

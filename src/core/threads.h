@@ -18,9 +18,18 @@ inline constexpr int kMaxThreads = 1024;
 // n <= 0 picks the default: available_cpus(). n > kMaxThreads throws gmlp::Error. Counts above
 // available_cpus() are allowed here (tests compare 1 and 2 threads on any machine). It also turns
 // off the runtime's dynamic adjustment (OMP_DYNAMIC), so that every team has the n threads
-// asked for and the bits follow n alone.
+// asked for and the bits follow n alone. The count is the process's: it applies to the calling
+// thread at once, and to any other thread when that thread calls use_process_threads().
 void set_threads(int n);
 int num_threads();
+
+// Gives the calling thread the process's count (set_threads', or available_cpus() where it was
+// never called). OpenMP keeps the count per thread: a thread the application started itself
+// begins with the runtime's default, every CPU of the machine whatever the cgroup's quota, and
+// does not see omp_set_num_threads() calls made on other threads. The library's entry points
+// (api/) call this first, so that set_threads() in main governs a Classifier used in a worker.
+// Inside a parallel region it does nothing.
+void use_process_threads();
 
 // Runs f(i) for every i in [0, n): shared by the threads of a new parallel region when
 // `parallel`, on the calling thread otherwise. Use it for `#pragma omp parallel for if (cond)`:
