@@ -67,10 +67,11 @@ class Classifier {
 };
 
 // Threads for everything parallel in this process (OpenMP and oneDNN), whichever of the
-// application's threads calls a Classifier, TextClassifier or FillMask; n <= 0, and the default
-// where it is never called: every core the process may use (its CPUs, or its cgroup's CPU quota
-// where that is less). Serving from W threads of their own, one model each, set_threads(cores / W)
-// keeps W teams from sharing the cores. More than 1024 throws std::runtime_error.
+// application's threads calls a Classifier, TextClassifier or FillMask; n <= 0: every core the
+// process may use (its CPUs, or its cgroup's CPU quota where that is less). Where it is never
+// called: OMP_NUM_THREADS where that is set, else every core the process may use. Serving from W
+// threads of their own, one model each, set_threads(cores / W) keeps W teams from sharing the
+// cores. More than 1024 throws std::runtime_error.
 void set_threads(int n);
 
 }  // namespace gmlp

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -91,8 +92,11 @@ void set_threads(int n) {
 
 void use_process_threads() {
   if (omp_in_parallel()) return;
-  const int set = process_threads.load(std::memory_order_relaxed);
-  const int count = set > 0 ? set : available_cpus();
+  int count = process_threads.load(std::memory_order_relaxed);
+  if (count == 0) {  // never set: OMP_NUM_THREADS's count, which the runtime gives every thread, or ours
+    if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
+    count = available_cpus();
+  }
   if (omp_get_max_threads() != count || omp_get_dynamic()) apply(count);
 }
 

@@ -23,12 +23,12 @@ inline constexpr int kMaxThreads = 1024;
 void set_threads(int n);
 int num_threads();
 
-// Gives the calling thread the process's count (set_threads', or available_cpus() where it was
-// never called). OpenMP keeps the count per thread: a thread the application started itself
-// begins with the runtime's default, every CPU of the machine whatever the cgroup's quota, and
-// does not see omp_set_num_threads() calls made on other threads. The library's entry points
-// (api/) call this first, so that set_threads() in main governs a Classifier used in a worker.
-// Inside a parallel region it does nothing.
+// Gives the calling thread the process's count: set_threads', or where it was never called
+// OMP_NUM_THREADS's (left to the runtime) or available_cpus(). OpenMP keeps the count per thread: a
+// thread the application started itself begins with the runtime's default, every CPU it may run on
+// whatever the cgroup's quota, and does not see omp_set_num_threads() calls made on other threads.
+// The library's entry points (api/) call this first, so that set_threads() in main governs a
+// Classifier used in a worker. Inside a parallel region it does nothing.
 void use_process_threads();
 
 // Runs f(i) for every i in [0, n): shared by the threads of a new parallel region when
