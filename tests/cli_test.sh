@@ -475,6 +475,24 @@ PY
   then ok "train and eval on an image folder (4 classes, resized to 32 x 32)"; else bad "image folder training"; fi
   "$GMLP" predict --checkpoint "$WORK/folder_run/checkpoint.safetensors" "$(ls "$WORK"/folder/test/Trouser/*.png | head -1)" \
     | head -1 | grep -q "Trouser" && ok "predict names the image folder's classes" || bad "predict on the image folder model"
+  # predict takes the images in groups of a forward pass: each line is its image's alone, whatever
+  # the group (the same in reverse order, and classified alone), in the order given, and an
+  # unreadable file among them costs its own line only.
+  mapfile -t files < <(ls "$WORK"/folder/test/*/*.png | head -70)
+  many=("${files[@]:0:40}" "$WORK/bad.png" "${files[@]:40}")
+  reversed=()
+  for ((i = ${#many[@]} - 1; i >= 0; i--)); do reversed+=("${many[i]}"); done
+  pred=("$GMLP" predict --checkpoint "$WORK/folder_run/checkpoint.safetensors" --top 2)
+  "${pred[@]}" "${many[@]}" >"$WORK/many.out" 2>"$WORK/many.err"
+  status=$?
+  "${pred[@]}" "${reversed[@]}" >"$WORK/reversed.out" 2>/dev/null
+  for f in "${files[0]}" "${files[65]}" "${files[69]}"; do "${pred[@]}" "$f"; done >"$WORK/alone.out"
+  if [ "$status" -eq 1 ] && [ "$(wc -l <"$WORK/many.out")" -eq 70 ] && grep -q "bad.png" "$WORK/many.err" &&
+     [ "$(cut -d: -f1 "$WORK/many.out")" = "$(printf '%s\n' "${files[@]}")" ] &&
+     [ "$(sort "$WORK/many.out")" = "$(sort "$WORK/reversed.out")" ] &&
+     [ "$(grep -cFxf "$WORK/alone.out" "$WORK/many.out")" -eq 3 ]
+  then ok "predict in groups: 70 images and a bad one, each line its image's alone, in order"
+  else bad "predict of many images: status $status, $(diff <(sort "$WORK/many.out") <(sort "$WORK/reversed.out") | head -4)"; fi
   cp -r "$WORK/folder" "$WORK/folder2" && mv "$WORK/folder2/train/Bag" "$WORK/folder2/train/Bags" &&
     mv "$WORK/folder2/test/Bag" "$WORK/folder2/test/Bags"
   expect_error "eval on other classes" 1 "calls class 1 'Bags', but .* was trained with it as 'Bag'" -- \
