@@ -139,10 +139,10 @@ class ParamModel {
 
   // Plans activations for batches of up to max_batch inputs. Must precede forward. Throws
   // gmlp::Error, before allocating, if they cannot fit in memory (naming --batch-size where a
-  // smaller batch would lay out less). Under
-  // Mode::infer a model that infers in chunks (Model::infer) lays out one chunk's activations
-  // (chunk_batch()), however large max_batch: its infer() takes up to max_batch inputs, a chunk
-  // at a time, and a single forward up to chunk_batch().
+  // smaller batch would lay out less). Under Mode::infer a model that infers in chunks
+  // (Model::infer) lays out one chunk's activations (chunk_batch()), however large max_batch:
+  // its infer() takes up to max_batch inputs, a chunk at a time, and a single forward up to
+  // chunk_batch().
   void plan(int64_t max_batch, Mode mode = Mode::train);
   // The bytes plan(max_batch, mode) would allocate; allocates nothing, and leaves the model's
   // plan in place (not the host-side state of its last forward: call it between passes).
