@@ -389,7 +389,10 @@ const Kept* constant_form(Form form, gemm::Side side, bool trans, int64_t r, int
 // The bf16 product by oneDNN's bf16 × bf16 → f32 primitive (on AMX its tile kernels): an operand
 // stored as bf16 is read as it is, a float one as the dense bf16 copy the primitive reads, kept
 // once for a constant (the gate's token-mixing weight, an inference process's weights) or else
-// rounded into this thread's scratch on every call. The epilogue follows on the whole of C.
+// rounded into this thread's scratch on every call. A bf16 operand whose rows lie apart (a head's
+// columns of attention's qkv) is copied densely too: on AMX, oneDNN 2.6.3's kernels gave other bits
+// on such a strided operand than on the dense copy of the same values, which a float operand's
+// rounding makes. The epilogue follows on the whole of C.
 void onednn_bf16_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
                          Operand<float> B, int64_t ldb, bool accumulate, Output<float> out, int64_t ldc,
                          const gemm::Epilogue* epilogue) {
@@ -398,9 +401,16 @@ void onednn_bf16_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64
   // op(X) (r × c) as the primitive reads it; ld becomes the dense copy's width.
   auto operand = [](Operand<float> X, bool trans, int64_t r, int64_t c, int64_t& ld,
                     std::vector<uint16_t>& scratch) -> const void* {
-    if (X.is_bf16()) return X.address();
     const int64_t rows = trans ? c : r, cols = trans ? r : c, from = ld;  // as stored
+    if (X.is_bf16() && ld == cols) return X.address();
     ld = cols;
+    if (X.is_bf16()) {
+      if (scratch.size() < size_t(rows * cols)) scratch.resize(size_t(rows * cols));
+      const auto* src = static_cast<const uint16_t*>(X.address());
+      for (int64_t i = 0; i < rows; ++i)
+        std::memcpy(scratch.data() + i * cols, src + i * from, size_t(cols) * sizeof(uint16_t));
+      return scratch.data();
+    }
     if (const Kept* k = constant_form(Form::bf16_dense, gemm::Side::a, trans, r, c, X.data(), from))
       return k->dense.data();
     if (scratch.size() < size_t(rows * cols)) scratch.resize(size_t(rows * cols));
