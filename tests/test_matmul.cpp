@@ -2,7 +2,9 @@
 // in f32 and in bf16. bf16 is checked exactly where it can be: the product of the bf16-rounded
 // operands, computed in double, must match to fp32 summation accuracy.
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -257,6 +259,24 @@ TEST(Matmul, ConstantOperandsArePackedOnceAndGiveTheSameBits) {
   }
   set_matmul_precision(Precision::f32);
   set_bf16_engine(Bf16Engine::automatic);
+}
+
+// No team is larger than the runtime's thread limit (OMP_THREAD_LIMIT; the ctest split_k_small_team
+// sets it to 1): set_threads asks for at most that many, so that the count a product sizes its
+// work for (oneDNN's, omp_get_max_threads) is the team it gets. Asked for two under a limit of
+// one, oneDNN 2.6.3's AMX matmul left half of C unwritten.
+TEST(Matmul, ThreadCountIsCappedAtTheRuntimesLimit) {
+  const int saved = num_threads();
+  set_threads(2);
+  EXPECT_EQ(num_threads(), std::min(2, omp_get_thread_limit()));
+  int team = 0;
+#pragma omp parallel
+  {
+#pragma omp single
+    team = omp_get_num_threads();
+  }
+  EXPECT_EQ(team, num_threads());
+  set_threads(saved);
 }
 
 TEST(Matmul, SplitKOnTwoThreadsMatchesTheDoubleProduct) {

@@ -71,7 +71,8 @@ class Classifier {
 // process may use (its CPUs, or its cgroup's CPU quota where that is less). Where it is never
 // called: OMP_NUM_THREADS where that is set, else every core the process may use. Serving from W
 // threads of their own, one model each, set_threads(cores / W) keeps W teams from sharing the
-// cores. More than 1024 throws std::runtime_error.
+// cores. At most the OpenMP runtime's thread limit (OMP_THREAD_LIMIT); more than 1024 throws
+// std::runtime_error.
 void set_threads(int n);
 
 }  // namespace gmlp

@@ -75,11 +75,18 @@ int available_cpus() {
 namespace {
 std::atomic<int> process_threads{0};  // set_threads' count; 0 until it is called
 
-// The calling thread's teams: exactly n threads. With OMP_DYNAMIC the runtime may start fewer
-// when the machine is loaded, and the bits of a product's sums follow the count (core/gemm.h).
+// The team a count asks for: no larger than the runtime's thread limit (OMP_THREAD_LIMIT), which
+// caps every team while omp_get_max_threads still answers the count asked. oneDNN 2.6.3's AMX
+// matmul cut its work for the count it was told and, given the smaller team, left part of C
+// unwritten; gmlp's own products follow either.
+int team_of(int n) { return std::min(n, omp_get_thread_limit()); }
+
+// The calling thread's teams: exactly team_of(n) threads. With OMP_DYNAMIC the runtime may start
+// fewer when the machine is loaded, and the bits of a product's sums follow the count
+// (core/gemm.h).
 void apply(int n) {
   omp_set_dynamic(0);
-  omp_set_num_threads(n);
+  omp_set_num_threads(team_of(n));
 }
 }  // namespace
 
@@ -97,7 +104,7 @@ void use_process_threads() {
     if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
     count = available_cpus();
   }
-  if (omp_get_max_threads() != count || omp_get_dynamic()) apply(count);
+  if (omp_get_max_threads() != team_of(count) || omp_get_dynamic()) apply(count);
 }
 
 int num_threads() { return omp_get_max_threads(); }
