@@ -234,14 +234,26 @@ struct Bf16 {
 };
 
 //   Amx: pair words as Bf16's, in panels whose depth is padded to a whole tile (16 pairs), A's
-//        stored row by row (gemm_kernel.h); AMX's 32 × 32 tile, or its scalar emulation. A thread
+//        stored row by row (gemm_kernel.h), or bfloat16 rows of A read in place where they are
+//        that layout already; AMX's 32 × 32 tile, or its scalar emulation. A thread
 //        loads the tile configuration when its block begins and releases the tiles when it ends:
 //        oneDNN's kernels configure the tiles their own way between gmlp's products.
 struct Amx {
   using Word = uint32_t;
   static constexpr int64_t mr = kMRAmx, kc = 2 * kKC;
   bool emulated;
-  static constexpr bool kReadsInPlace = false;  // A is always packed
+  static constexpr bool kReadsInPlace = true;
+  // Rows of bfloat16 are already a panel's layout, rows lda apart instead of `pairs`, when each
+  // row starts on a pair word and the depth fills whole tiles (a multiple of 32), so that no tile
+  // reads past a row into the next: then A is read in place (tile_amx's lda) and not packed.
+  static bool direct(const View& a, int64_t lda, int64_t K) {
+    return a.cs == 1 && a.bf16 && reinterpret_cast<uintptr_t>(a.p) % 4 == 0 && lda % 2 == 0 && K % (2 * kAmxPairs) == 0;
+  }
+  void tile_direct(int64_t kc, const View& a, int64_t i, const uint32_t* b, float* c, int64_t ldc,
+                   bool accumulate) const {
+    (emulated ? tile_amx_emulated : tile_amx)(words(kc), reinterpret_cast<const uint32_t*>(a.h() + i * a.rs), a.rs / 2,
+                                              b, c, ldc, accumulate);
+  }
   // Accumulating, the tile starts from C's values (loaded into the accumulator tiles) and adds each
   // pair's products to them, where the other formats add C to the finished sum.
   static constexpr bool kSumsOntoC = true;
@@ -260,7 +272,7 @@ struct Amx {
     std::memset(dst + pairs * kNRBf16, 0, size_t((words(kc) - pairs) * kNRBf16) * sizeof(uint32_t));
   }
   void tile(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) const {
-    (emulated ? tile_amx_emulated : tile_amx)(words(kc), a, b, c, ldc, accumulate);
+    (emulated ? tile_amx_emulated : tile_amx)(words(kc), a, words(kc), b, c, ldc, accumulate);
   }
   // The panel's rows beyond `rows` are zero: the whole tile, into the edge scratch (mr × nr).
   void tile_rows(int, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc) const {
@@ -340,6 +352,12 @@ void macro_direct(const Format& f, int64_t rows, int64_t nc, int64_t kc, const V
       float* cc = c + i * ldc + j;
       if (cols == nr) {
         f.tile_direct(kc, a, i, bp + j * kw, cc, ldc, accumulate);
+        continue;
+      }
+      if (Format::kSumsOntoC && accumulate) {  // as macro's edge tiles: from C's values
+        load_edge(edge, nr, cc, ldc, Format::mr, cols, Format::mr);
+        f.tile_direct(kc, a, i, bp + j * kw, edge, nr, true);
+        store_edge(edge, nr, cc, ldc, Format::mr, cols, false);
         continue;
       }
       f.tile_direct(kc, a, i, bp + j * kw, edge, nr, false);

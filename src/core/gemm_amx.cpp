@@ -49,8 +49,9 @@ void amx_configure() { _tile_loadconfig(&kEightTiles); }
 
 void amx_release() { _tile_release(); }
 
-void tile_amx(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
-  const int64_t sa = pairs * int64_t(sizeof(uint32_t)), sb = kNRBf16 * int64_t(sizeof(uint32_t));
+void tile_amx(int64_t pairs, const uint32_t* a, int64_t lda, const uint32_t* b, float* c, int64_t ldc,
+              bool accumulate) {
+  const int64_t sa = lda * int64_t(sizeof(uint32_t)), sb = kNRBf16 * int64_t(sizeof(uint32_t));
   const int64_t sc = ldc * int64_t(sizeof(float));
   float* c1 = c + 16 * ldc;
   if (accumulate) {
@@ -64,7 +65,7 @@ void tile_amx(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int
     _tile_zero(2);
     _tile_zero(3);
   }
-  const uint32_t* a1 = a + 16 * pairs;
+  const uint32_t* a1 = a + 16 * lda;
   for (int64_t p = 0; p < pairs; p += kAmxPairs) {
     _tile_loadd(4, a + p, sa);
     _tile_loadd(6, b + p * kNRBf16, sb);

@@ -18,14 +18,15 @@ inline float lo(uint32_t w) { return bf16_to_float(uint16_t(w & 0xffff)); }
 inline float hi(uint32_t w) { return bf16_to_float(uint16_t(w >> 16)); }
 }  // namespace
 
-void tile_amx_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+void tile_amx_emulated(int64_t pairs, const uint32_t* a, int64_t lda, const uint32_t* b, float* c, int64_t ldc,
+                       bool accumulate) {
   // Row by row with the row's 32 sums side by side, so that the loop over them vectorises; each
   // sum still takes its pairs in order, each pair's two products in turn.
   for (int64_t i = 0; i < kMRAmx; ++i) {
     float s[kNRBf16];
     for (int64_t j = 0; j < kNRBf16; ++j) s[j] = accumulate ? c[i * ldc + j] : 0.f;
     for (int64_t p = 0; p < pairs; ++p) {
-      const uint32_t x = a[i * pairs + p];
+      const uint32_t x = a[i * lda + p];
       const float x0 = lo(x), x1 = hi(x);
       const uint32_t* y = b + p * kNRBf16;
       for (int64_t j = 0; j < kNRBf16; ++j) {

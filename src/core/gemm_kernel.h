@@ -111,18 +111,21 @@ void pack_b_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int
 // panels are the AVX512-BF16 ones (b[p·NR + j], NR = 32: a B tile is 16 of their rows, 128 bytes
 // apart) with zero pairs up to a multiple of 16; A panels are 32 rows of pair words stored row
 // by row, a[i·pairs + p], zero beyond the rows and the depth, so that a tile of A is 16 rows of 64
-// bytes. `pairs` is a multiple of 16.
+// bytes. `pairs` is a multiple of 16. The tile takes A's row stride in pair words, lda: `pairs`
+// for a packed panel, or the row stride of bfloat16 rows read in place (32 whole rows, whose
+// depth is a multiple of 32), which are already that layout.
 inline constexpr int kMRAmx = 32, kAmxPairs = 16;
 // Loads gmlp's tile configuration on the calling thread (eight 16 × 64-byte tiles), and releases
 // the tiles again; a thread runs tile_amx only between the two.
 void amx_configure();
 void amx_release();
-void tile_amx(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate);
+void tile_amx(int64_t pairs, const uint32_t* a, int64_t lda, const uint32_t* b, float* c, int64_t ldc, bool accumulate);
 // The same tile in portable code (gemm_emulated.cpp), in tdpbf16ps's order (each pair's two
 // products added in turn, the pairs in order): the AMX product's packing and blocking, testable on
 // a CPU without AMX. It keeps denormal operands and sums, which tdpbf16ps flushes to zero, so the
 // two agree to rounding, not to the bit.
-void tile_amx_emulated(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate);
+void tile_amx_emulated(int64_t pairs, const uint32_t* a, int64_t lda, const uint32_t* b, float* c, int64_t ldc,
+                       bool accumulate);
 // Whether the CPU has AMX-BF16 and Linux grants this process the tile state (asked once).
 bool amx_permitted();
 // Rows [0, rows) × depth [0, kc) of op(A), element (r, k) at src[r·rs + k·cs] (rs or cs is 1),
