@@ -247,7 +247,7 @@ struct Amx {
   // row starts on a pair word and the depth fills whole tiles (a multiple of 32), so that no tile
   // reads past a row into the next: then A is read in place (tile_amx's lda) and not packed.
   static bool direct(const View& a, int64_t lda, int64_t K) {
-    return a.cs == 1 && a.bf16 && reinterpret_cast<uintptr_t>(a.p) % 4 == 0 && lda % 2 == 0 && K % (2 * kAmxPairs) == 0;
+    return Bf16::direct(a, lda, K) && K % (2 * kAmxPairs) == 0;
   }
   void tile_direct(int64_t kc, const View& a, int64_t i, const uint32_t* b, float* c, int64_t ldc,
                    bool accumulate) const {
@@ -301,6 +301,22 @@ void store_edge(const float* edge, int64_t nr, float* c, int64_t ldc, int64_t ro
       c[r * ldc + q] = accumulate ? c[r * ldc + q] + edge[r * nr + q] : edge[r * nr + q];
 }
 
+// An edge tile (n rows × cols of C, short of a whole tile) through its scratch tile: run(c, ld,
+// accumulate) makes a whole tile's sums at c. Where the format's tile sums onto C (kSumsOntoC), the
+// scratch starts from C's values, as a whole tile would start, so that each element of C gets the
+// same bits wherever its tile falls.
+template <class Format, class Run>
+void edge_tile(float* edge, int64_t nr, float* cc, int64_t ldc, int64_t n, int64_t cols, bool accumulate,
+               const Run& run) {
+  if (Format::kSumsOntoC && accumulate) {
+    load_edge(edge, nr, cc, ldc, n, cols, Format::mr);
+    run(edge, nr, true);
+    return store_edge(edge, nr, cc, ldc, n, cols, false);
+  }
+  run(edge, nr, false);
+  store_edge(edge, nr, cc, ldc, n, cols, accumulate);
+}
+
 // C[0, rows) × [j0, j1) of a block, from its packed A (rows × kc) and packed B (kc × nc).
 template <class Format, class Word = typename Format::Word>
 void macro(const Format& f, int64_t rows, int64_t nc, int64_t kc, const Word* ap, const Word* bp, float* c, int64_t ldc,
@@ -319,20 +335,12 @@ void macro(const Format& f, int64_t rows, int64_t nc, int64_t kc, const Word* ap
         f.tile(kc, a, b, cc, ldc, accumulate);
         continue;
       }
-      // An edge tile: the same sums into a scratch tile first, of its rows only, from C's values
-      // where the full tile would start from them, so that each element of C gets the same bits
-      // wherever its tile falls.
-      if (Format::kSumsOntoC && accumulate) {
-        load_edge(edge, nr, cc, ldc, n, cols, Format::mr);
-        f.tile(kc, a, b, edge, nr, true);
-        store_edge(edge, nr, cc, ldc, n, cols, false);
-        continue;
-      }
-      if (n == Format::mr)
-        f.tile(kc, a, b, edge, nr, false);
-      else
-        f.tile_rows(int(n), kc, a, b, edge, nr);
-      store_edge(edge, nr, cc, ldc, n, cols, accumulate);
+      edge_tile<Format>(edge, nr, cc, ldc, n, cols, accumulate, [&](float* e, int64_t ld, bool from_c) {
+        if (n == Format::mr || from_c)
+          f.tile(kc, a, b, e, ld, from_c);
+        else
+          f.tile_rows(int(n), kc, a, b, e, ld);
+      });
     }
   }
 }
@@ -354,14 +362,9 @@ void macro_direct(const Format& f, int64_t rows, int64_t nc, int64_t kc, const V
         f.tile_direct(kc, a, i, bp + j * kw, cc, ldc, accumulate);
         continue;
       }
-      if (Format::kSumsOntoC && accumulate) {  // as macro's edge tiles: from C's values
-        load_edge(edge, nr, cc, ldc, Format::mr, cols, Format::mr);
-        f.tile_direct(kc, a, i, bp + j * kw, edge, nr, true);
-        store_edge(edge, nr, cc, ldc, Format::mr, cols, false);
-        continue;
-      }
-      f.tile_direct(kc, a, i, bp + j * kw, edge, nr, false);
-      store_edge(edge, nr, cc, ldc, Format::mr, cols, accumulate);
+      edge_tile<Format>(edge, nr, cc, ldc, Format::mr, cols, accumulate, [&](float* e, int64_t ld, bool from_c) {
+        f.tile_direct(kc, a, i, bp + j * kw, e, ld, from_c);
+      });
     }
   if (full == rows) return;
   f.pack_a(ap, a.from(full, 0), rows - full, kc);

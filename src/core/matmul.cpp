@@ -404,16 +404,11 @@ void onednn_bf16_product(bool trans_a, bool trans_b, int64_t M, int64_t N, int64
     const int64_t rows = trans ? c : r, cols = trans ? r : c, from = ld;  // as stored
     if (X.is_bf16() && ld == cols) return X.address();
     ld = cols;
-    if (X.is_bf16()) {
-      if (scratch.size() < size_t(rows * cols)) scratch.resize(size_t(rows * cols));
-      const auto* src = static_cast<const uint16_t*>(X.address());
-      for (int64_t i = 0; i < rows; ++i)
-        std::memcpy(scratch.data() + i * cols, src + i * from, size_t(cols) * sizeof(uint16_t));
-      return scratch.data();
-    }
-    if (const Kept* k = constant_form(Form::bf16_dense, gemm::Side::a, trans, r, c, X.data(), from))
-      return k->dense.data();
+    if (!X.is_bf16())
+      if (const Kept* k = constant_form(Form::bf16_dense, gemm::Side::a, trans, r, c, X.data(), from))
+        return k->dense.data();
     if (scratch.size() < size_t(rows * cols)) scratch.resize(size_t(rows * cols));
+    if (X.is_bf16()) return dense_columns(reinterpret_cast<float*>(scratch.data()), X, rows, from, 0, cols).address();
     to_bf16(scratch.data(), X.data(), rows, cols, from);
     return scratch.data();
   };
