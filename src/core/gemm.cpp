@@ -152,6 +152,38 @@ void pack_b(float* dst, View b, int64_t kc, int64_t cols, int64_t nr) {
   }
 }
 
+// Depth [0, kc) × columns [0, nc) of op(B) as panels nr wide, kc·nr floats apart. Where op(B)'s
+// rows are contiguous, each row is read once, left to right, and dealt out to the panels: panel by
+// panel, a weight gradient's B (its output's gradient, thousands of rows) was read 128 bytes a
+// row, thousands of bytes apart.
+void pack_b_slice(float* dst, View b, int64_t kc, int64_t nc, int64_t nr) {
+  if (b.cs != 1 || nc <= nr) {
+    for (int64_t j = 0; j < nc; j += nr) pack_b(dst + j * kc, b.from(0, j), kc, std::min(nr, nc - j), nr);
+    return;
+  }
+  const float* x = b.f();
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* src = x + k * b.rs;
+    for (int64_t j = 0; j < nc; j += nr) {
+      float* d = dst + j * kc + k * nr;
+      const int64_t cols = std::min(nr, nc - j);
+      if (cols == nr) {
+        for (int64_t q = 0; q < nr; q += 16) std::memcpy(d + q, src + j + q, 16 * sizeof(float));
+        continue;
+      }
+      std::memcpy(d, src + j, size_t(cols) * sizeof(float));
+      std::fill(d + cols, d + nr, 0.f);
+    }
+  }
+}
+
+// Columns [0, nc) of a slice of op(B), panel by panel, words(kc)·nr words apart: the formats'
+// slice packing where they have no faster one.
+template <class Format, class Word>
+void pack_b_each(const Format& f, Word* dst, View b, int64_t kc, int64_t nc) {
+  for (int64_t j = 0; j < nc; j += f.nr()) f.pack_b(dst + j * f.words(kc), b.from(0, j), kc, std::min(f.nr(), nc - j));
+}
+
 // The two packed formats the blocked product runs on. Each says what a word of a packed panel is,
 // how many words a depth of kc takes, how deep a slice of the sum is, how panels are packed and
 // which tile multiplies them.
@@ -174,6 +206,8 @@ struct F32 {
   static int64_t words(int64_t kc) { return kc; }
   static void pack_a(float* dst, View a, int64_t rows, int64_t kc) { gemm::pack_a(dst, a, rows, kc); }
   void pack_b(float* dst, View b, int64_t kc, int64_t cols) const { gemm::pack_b(dst, b, kc, cols, isa.nr); }
+  // A whole slice's panels, words(kc)·nr apart.
+  void pack_b_slice(float* dst, View b, int64_t kc, int64_t nc) const { gemm::pack_b_slice(dst, b, kc, nc, isa.nr); }
   void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) const {
     isa.kernel(kc, a, b, c, ldc, accumulate);
   }
@@ -223,6 +257,10 @@ struct Bf16 {
                     : portable::pack_b_bf16(dst, src, b.rs, b.cs, kc, cols);
     });
   }
+  void pack_b_slice(uint32_t* dst, View b, int64_t kc, int64_t nc) const {
+    if (!native_bf16()) return pack_b_each(*this, dst, b, kc, nc);
+    b.visit([&](const auto* src) { pack_b_bf16_panels(dst, kNRBf16 * words(kc), src, b.rs, b.cs, kc, nc); });
+  }
   void tile(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) const {
     (emulated ? tile_bf16_emulated : tile_bf16)(words(kc), a, b, c, ldc, accumulate);
   }
@@ -270,6 +308,13 @@ struct Amx {
     Bf16::pack_b(dst, b, kc, cols);
     const int64_t pairs = (kc + 1) / 2;
     std::memset(dst + pairs * kNRBf16, 0, size_t((words(kc) - pairs) * kNRBf16) * sizeof(uint32_t));
+  }
+  void pack_b_slice(uint32_t* dst, View b, int64_t kc, int64_t nc) const {
+    if (!native_bf16()) return pack_b_each(*this, dst, b, kc, nc);
+    const int64_t kw = words(kc), pairs = (kc + 1) / 2;
+    b.visit([&](const auto* src) { pack_b_bf16_panels(dst, kNRBf16 * kw, src, b.rs, b.cs, kc, nc); });
+    for (int64_t j = 0; j < nc; j += kNRBf16)
+      std::memset(dst + j * kw + pairs * kNRBf16, 0, size_t((kw - pairs) * kNRBf16) * sizeof(uint32_t));
   }
   void tile(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) const {
     (emulated ? tile_amx_emulated : tile_amx)(words(kc), a, words(kc), b, c, ldc, accumulate);
@@ -461,8 +506,7 @@ void block(const Format& f, const Problem& p, int64_t i0, int64_t i1, int64_t j0
         }
         continue;
       }
-      if (!p.packed_b)
-        for (int64_t j = 0; j < nc; j += nr) f.pack_b(bp + j * kw, b_panel(j), kc, std::min(nr, nc - j));
+      if (!p.packed_b) f.pack_b_slice(bp, b_panel(0), kc, nc);
       bool direct = false;  // whether op(A) is read in place
       if constexpr (Format::kReadsInPlace)
         direct = !p.packed_a && Format::direct(p.a, p.a.rs, p.K) &&
@@ -652,8 +696,7 @@ void Packed::repack(const float* X, int64_t ld) {
     each_slice(f, [&](const auto& f, int64_t jc, int64_t nc, int64_t pc, int64_t kc) {
       Word* dst = reinterpret_cast<Word*>(static_cast<char*>(data_.get()) + offsets_[s++]);
       if (side_ == Side::a) return f.pack_a(dst, x.from(0, pc), rows_, kc);
-      for (int64_t j = 0; j < nc; j += f.nr())
-        f.pack_b(dst + j * f.words(kc), x.from(pc, jc + j), kc, std::min(f.nr(), nc - j));
+      f.pack_b_slice(dst, x.from(pc, jc), kc, nc);
     });
   };
   if (bf16_)

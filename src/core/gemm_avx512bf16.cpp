@@ -178,6 +178,30 @@ void pack_b(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t kc, i
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (p + q) * kNRBf16 + j), r[q]);
     }
 }
+
+// Columns [0, cols) of op(B) as panels `panel` words apart. Where op(B)'s rows are contiguous,
+// each two k's rows are read once, left to right, and dealt out to the panels: panel by panel, a
+// weight gradient's B (its output's gradient, thousands of rows 1–4 KB long) was read 64 bytes
+// a row, and its packing took about half of the product's time.
+template <class Src>
+void pack_b_panels(uint32_t* dst, int64_t panel, const Src* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
+  if (cs != 1) {
+    for (int64_t j = 0; j < cols; j += kNRBf16)
+      pack_b(dst + j / kNRBf16 * panel, src + j * cs, rs, cs, kc, std::min<int64_t>(kNRBf16, cols - j));
+    return;
+  }
+  const int64_t pairs = (kc + 1) / 2;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const Src* x = src + 2 * p * rs;
+    const Src* y = 2 * p + 1 == kc ? nullptr : x + rs;
+    uint32_t* d = dst + p * kNRBf16;
+    for (int64_t j = 0; j < cols; j += kNRBf16, d += panel) {
+      const __mmask16 m0 = first16(cols - j), m1 = first16(cols - j - 16);
+      _mm512_storeu_si512(d, interleave16(x + j, y ? y + j : nullptr, m0));
+      _mm512_storeu_si512(d + 16, interleave16(x + j + 16, y ? y + j + 16 : nullptr, m1));
+    }
+  }
+}
 }  // namespace
 
 // AMX's A panels: 32 rows of pair words each, row by row (gemm_kernel.h).
@@ -260,6 +284,14 @@ void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_
 }
 void pack_b_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols) {
   pack_b(dst, src, rs, cs, kc, cols);
+}
+void pack_b_bf16_panels(uint32_t* dst, int64_t panel, const float* src, int64_t rs, int64_t cs, int64_t kc,
+                        int64_t cols) {
+  pack_b_panels(dst, panel, src, rs, cs, kc, cols);
+}
+void pack_b_bf16_panels(uint32_t* dst, int64_t panel, const uint16_t* src, int64_t rs, int64_t cs, int64_t kc,
+                        int64_t cols) {
+  pack_b_panels(dst, panel, src, rs, cs, kc, cols);
 }
 
 namespace {

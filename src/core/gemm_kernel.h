@@ -105,6 +105,12 @@ void tile_rows_bf16_emulated(int rows, int64_t pairs, const uint32_t* a, const u
 // Depth [0, kc) × columns [0, cols) of op(B), element (k, j) at src[k·rs + j·cs], cols ≤ NR, as one panel.
 void pack_b_bf16(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
 void pack_b_bf16(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
+// Columns [0, cols) of op(B), any number, as panels of NR `panel` words apart (each as pack_b_bf16
+// packs it, its words beyond the depth's pairs untouched).
+void pack_b_bf16_panels(uint32_t* dst, int64_t panel, const float* src, int64_t rs, int64_t cs, int64_t kc,
+                        int64_t cols);
+void pack_b_bf16_panels(uint32_t* dst, int64_t panel, const uint16_t* src, int64_t rs, int64_t cs, int64_t kc,
+                        int64_t cols);
 
 // AMX (gemm_amx.cpp, AMX-BF16): a 32 × 32 tile of C held in four 16 × 16 fp32 accumulator tiles,
 // each step of 16 pairs loading two A tiles and two B tiles and running tdpbf16ps four times. B
