@@ -330,6 +330,69 @@ TEST_P(Gemm, StoredOutputGivesTheBitsOfRoundingTheFloats) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, Gemm, ::testing::Values(Format::f32, Format::bf16, Format::amx), name);
 
+// Each fp32 tile the CPU can run (AVX2's 6 × 16, and AVX-512's 12 × 32 where it has AVX-512) gives
+// every element of C the bits of its chain of fused multiply-adds over k in order, from packed A,
+// from A read in place and on its first rows only; and its A packing (pack_a_rows_avx2, for either
+// tile's rows) puts each element where the tile reads it. The product picks one of the two by
+// the CPU, so the other is held to the same rule here.
+TEST(F32Tiles, EveryElementGetsItsFusedMultiplyAddChainInOrder) {
+  struct Tiles {
+    int mr, nr;
+    gemm::Kernel whole;
+    gemm::DirectKernel direct;
+    gemm::EdgeKernel edge;
+  };
+  std::vector<Tiles> tiles;
+  if (cpu_features().avx2)
+    tiles.push_back({gemm::kMRAvx2, gemm::kNRAvx2, gemm::tile_avx2, gemm::tile_direct_avx2, gemm::tile_rows_avx2});
+  if (cpu_features().avx512f)
+    tiles.push_back(
+        {gemm::kMRAvx512, gemm::kNRAvx512, gemm::tile_avx512, gemm::tile_direct_avx512, gemm::tile_rows_avx512});
+  if (tiles.empty()) GTEST_SKIP() << "no AVX2";
+  Rng rng(11);
+  for (const Tiles& t : tiles)
+    for (int64_t kc : {1, 5, 8, 17, 40})
+      for (int rows = 1; rows <= t.mr; ++rows)
+        for (bool accumulate : {false, true}) {
+          const int64_t lda = kc + 3, ldc = t.nr + 5;
+          std::vector<float> a(size_t(t.mr * lda)), b(size_t(kc * t.nr)), c0(size_t(t.mr * ldc));
+          for (float& x : a) x = float(rng.normal());
+          for (float& x : b) x = float(rng.normal());
+          for (float& x : c0) x = float(rng.normal());
+          std::vector<float> packed(size_t(kc * t.mr), -1.f);
+          gemm::pack_a_rows_avx2(packed.data(), a.data(), lda, kc, rows, t.mr);
+          for (int64_t k = 0; k < kc; ++k)
+            for (int i = 0; i < t.mr; ++i)
+              ASSERT_EQ(packed[size_t(k * t.mr + i)], i < rows ? a[size_t(i * lda + k)] : 0.f)
+                  << "mr " << t.mr << " rows " << rows << " k " << k << " i " << i;
+          const bool whole = rows == t.mr;
+          if (!whole && accumulate) continue;  // the first rows only are written, never summed onto
+          std::vector<float> c = c0, direct = c0;
+          if (whole) {
+            t.whole(kc, packed.data(), b.data(), c.data(), ldc, accumulate);
+            t.direct(kc, a.data(), lda, b.data(), direct.data(), ldc, accumulate);
+          } else {
+            t.edge(rows, kc, packed.data(), b.data(), c.data(), ldc);
+          }
+          for (int i = 0; i < t.mr; ++i)
+            for (int j = 0; j < ldc; ++j) {
+              const size_t at = size_t(i * ldc + j);
+              if (i >= rows || j >= t.nr) {  // outside the tile's rows and columns: untouched
+                ASSERT_EQ(std::bit_cast<uint32_t>(c[at]), std::bit_cast<uint32_t>(c0[at]));
+                continue;
+              }
+              float sum = 0.f;
+              for (int64_t k = 0; k < kc; ++k) sum = std::fma(a[size_t(i * lda + k)], b[size_t(k * t.nr + j)], sum);
+              if (accumulate) sum += c0[at];
+              ASSERT_EQ(std::bit_cast<uint32_t>(c[at]), std::bit_cast<uint32_t>(sum))
+                  << "mr " << t.mr << " rows " << rows << " kc " << kc << " (" << i << ", " << j << ")";
+              if (whole) {
+                ASSERT_EQ(std::bit_cast<uint32_t>(direct[at]), std::bit_cast<uint32_t>(sum));
+              }
+            }
+        }
+}
+
 // round_to_bf16 rounds as vcvtne2ps2bf16 does (float_to_bf16_daz): to nearest, ties to even, on
 // normal numbers, infinities and the halfway cases, denormals to zeros of their sign; at every
 // length (the masked tail), with a scale and a sum. Where the CPU has AVX512-BF16 this holds the

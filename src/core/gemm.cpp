@@ -26,21 +26,21 @@ namespace {
 // contiguous and the packed slice of B is small (few columns), A is not packed at all: the kernel
 // reads each tile of it in place (macro_direct), with the same sums.
 constexpr int64_t kKC = 256, kMC = 96, kNC = 3072;
-static_assert(kMC % kMR == 0 && kMC % kMRBf16 == 0 && kMC % kMRAmx == 0);
+static_assert(kMC % kMRAvx2 == 0 && kMC % kMRAvx512 == 0 && kMC % kMRBf16 == 0 && kMC % kMRAmx == 0);
 
 struct Isa {
   Kernel kernel = nullptr;
   DirectKernel direct = nullptr;
   EdgeKernel edge = nullptr;
-  int64_t nr = 0;
+  int64_t mr = 0, nr = 0;
   const char* name = "none";
 };
 
 const Isa& isa() {
   static const Isa chosen = [] {
     const CpuFeatures& f = cpu_features();
-    if (f.avx512f) return Isa{tile_avx512, tile_direct_avx512, tile_rows_avx512, kNRAvx512, "avx512"};
-    if (f.avx2) return Isa{tile_avx2, tile_direct_avx2, tile_rows_avx2, kNRAvx2, "avx2"};
+    if (f.avx512f) return Isa{tile_avx512, tile_direct_avx512, tile_rows_avx512, kMRAvx512, kNRAvx512, "avx512"};
+    if (f.avx2) return Isa{tile_avx2, tile_direct_avx2, tile_rows_avx2, kMRAvx2, kNRAvx2, "avx2"};
     return Isa{};
   }();
   return chosen;
@@ -105,30 +105,31 @@ struct View {
 
 // Rows [0, rows) × depth [0, kc) of op(A) into MR-row panels: panel t holds a[k·MR + i] for its
 // rows t·MR + i, zero beyond `rows`.
+template <int MR>
 void pack_a(float* dst, View a, int64_t rows, int64_t kc) {
   const float* x = a.f();
   int64_t t = 0;
-  if (a.rs == 1) {  // columns contiguous (op(A) = Aᵀ): each panel takes kMR consecutive floats per k
+  if (a.rs == 1) {  // columns contiguous (op(A) = Aᵀ): each panel takes MR consecutive floats per k
     // k outermost: each k's floats of the block are read once, left to right, and dealt out to the
-    // panels. Panel by panel, each went down all kc rows again for its 6 floats, missing L1 on
+    // panels. Panel by panel, each went down all kc rows again for its MR floats, missing L1 on
     // every row: that pass was a quarter of a weight gradient's product.
-    const int64_t full = rows / kMR * kMR;
+    const int64_t full = rows / MR * MR;
     for (int64_t k = 0; k < kc; ++k) {
       const float* src = x + k * a.cs;
-      for (int64_t i = 0; i < full; i += kMR) std::memcpy(dst + i * kc + k * kMR, src + i, kMR * sizeof(float));
+      for (int64_t i = 0; i < full; i += MR) std::memcpy(dst + i * kc + k * MR, src + i, MR * sizeof(float));
     }
     t = full, dst += full * kc;
   }
-  for (; t < rows; t += kMR, dst += kMR * kc) {
-    const int64_t n = std::min<int64_t>(kMR, rows - t);
+  for (; t < rows; t += MR, dst += MR * kc) {
+    const int64_t n = std::min<int64_t>(MR, rows - t);
     if (a.cs == 1) {  // rows contiguous along k
-      pack_a_rows_avx2(dst, x + t * a.rs, a.rs, kc, int(n));
+      pack_a_rows_avx2(dst, x + t * a.rs, a.rs, kc, int(n), MR);
       continue;
     }
     for (int64_t k = 0; k < kc; ++k) {
-      float* d = dst + k * kMR;
+      float* d = dst + k * MR;
       for (int64_t i = 0; i < n; ++i) d[i] = x[(t + i) * a.rs + k * a.cs];
-      for (int64_t i = n; i < kMR; ++i) d[i] = 0.f;
+      for (int64_t i = n; i < MR; ++i) d[i] = 0.f;
     }
   }
 }
@@ -187,13 +188,14 @@ void pack_b_each(const Format& f, Word* dst, View b, int64_t kc, int64_t nc) {
 // The two packed formats the blocked product runs on. Each says what a word of a packed panel is,
 // how many words a depth of kc takes, how deep a slice of the sum is, how panels are packed and
 // which tile multiplies them.
-//   F32: floats, one per k; the fp32 FMA tile of the CPU (AVX2 or AVX-512). op(A) may be read in
-//        place (macro_direct).
+//   F32: floats, one per k; the fp32 FMA tile of the CPU (AVX2's 6 rows or AVX-512's 12). op(A)
+//        may be read in place (macro_direct).
 //   Bf16: pair words, one per two k (gemm_kernel.h); the AVX512-BF16 tile. A slice twice as deep
 //        takes the bytes of an fp32 slice, so the blocks sit in the caches as fp32's do.
+template <int MR>
 struct F32 {
   using Word = float;
-  static constexpr int64_t mr = kMR, kc = kKC;
+  static constexpr int64_t mr = MR, kc = kKC;
   const Isa& isa;
   static constexpr bool kReadsInPlace = true;
   static constexpr bool kSumsOntoC = false;
@@ -204,7 +206,7 @@ struct F32 {
   }
   int64_t nr() const { return isa.nr; }
   static int64_t words(int64_t kc) { return kc; }
-  static void pack_a(float* dst, View a, int64_t rows, int64_t kc) { gemm::pack_a(dst, a, rows, kc); }
+  static void pack_a(float* dst, View a, int64_t rows, int64_t kc) { gemm::pack_a<MR>(dst, a, rows, kc); }
   void pack_b(float* dst, View b, int64_t kc, int64_t cols) const { gemm::pack_b(dst, b, kc, cols, isa.nr); }
   // A whole slice's panels, words(kc)·nr apart.
   void pack_b_slice(float* dst, View b, int64_t kc, int64_t nc) const { gemm::pack_b_slice(dst, b, kc, nc, isa.nr); }
@@ -218,12 +220,16 @@ struct F32 {
   static void end() {}
 };
 
-// The fp32 format on this CPU's kernel. Without AVX2 there is none (available() is false, and
-// matmul.h's products go to oneDNN): a product or pack asked of it here fails, where its nr of 0
-// would divide by zero.
-F32 f32() {
+// f(format) for the fp32 format of this CPU's kernel. Without AVX2 there is none (available() is
+// false, and matmul.h's products go to oneDNN): a product or pack asked of it here fails, where
+// its nr of 0 would divide by zero.
+template <class F>
+void with_f32_format(F&& f) {
   GMLP_CHECK(isa().kernel != nullptr);
-  return F32{isa()};
+  if (isa().mr == kMRAvx512)
+    f(F32<kMRAvx512>{isa()});
+  else
+    f(F32<kMRAvx2>{isa()});
 }
 
 struct Bf16 {
@@ -367,7 +373,7 @@ template <class Format, class Word = typename Format::Word>
 void macro(const Format& f, int64_t rows, int64_t nc, int64_t kc, const Word* ap, const Word* bp, float* c, int64_t ldc,
            bool accumulate, int64_t j0, int64_t j1) {
   alignas(64) float edge[kMRAmx * kNRAvx512];
-  static_assert(kMRAmx >= kMRBf16 && kMRBf16 >= kMR && kNRAvx512 >= kNRBf16);
+  static_assert(kMRAmx >= kMRAvx512 && kMRAmx >= kMRBf16 && kNRAvx512 >= kNRBf16);
   const int64_t nr = f.nr(), kw = f.words(kc);
   for (int64_t j = j0; j < j1; j += nr) {
     const int64_t cols = std::min(nr, nc - j);
@@ -646,7 +652,8 @@ void round_rows_to_bf16(uint16_t* dst, int64_t ld_dst, const float* src, int64_t
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
            int64_t ldb, bool accumulate, float* C, int64_t ldc, const Epilogue* epilogue) {
-  run(f32(), trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue);
+  with_f32_format(
+      [&](const auto& f) { run(f, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc, epilogue); });
 }
 
 void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Operand<float> A, int64_t lda,
@@ -660,8 +667,8 @@ void bf16gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Opera
 void Packed::Free::operator()(void* p) const { std::free(p); }
 
 Packed::Packed(Side side, bool bf16, bool trans, int64_t rows, int64_t cols, const float* X, int64_t ld)
-    : side_(side), bf16_(bf16), trans_(trans), rows_(rows), cols_(cols), kc_(bf16 ? Bf16::kc : F32::kc) {
-  static_assert(Bf16::kc == Amx::kc);
+    : side_(side), bf16_(bf16), trans_(trans), rows_(rows), cols_(cols), kc_(bf16 ? Bf16::kc : kKC) {
+  static_assert(Bf16::kc == Amx::kc && F32<kMRAvx2>::kc == kKC && F32<kMRAvx512>::kc == kKC);
   GMLP_CHECK(rows > 0 && cols > 0 && (bf16 ? bf16_available() : available()));
   slices_k_ = (K() + kc_ - 1) / kc_;
   repack(X, ld);
@@ -702,7 +709,7 @@ void Packed::repack(const float* X, int64_t ld) {
   if (bf16_)
     with_bf16_format(kernel_, pack);
   else
-    pack(f32());
+    with_f32_format(pack);
 }
 
 const void* Packed::slice(int64_t jc, int64_t pc) const {
@@ -716,7 +723,7 @@ void with_format(const Packed& p, F&& f) {
   if (p.bf16())
     with_bf16_format(p.kernel(), f);
   else
-    f(f32());
+    with_f32_format(f);
 }
 }  // namespace
 

@@ -20,16 +20,16 @@ static_assert(2 * Avx512::width == kNRAvx512);
 }  // namespace
 
 void tile_rows_avx512(int rows, int64_t kc, const float* a, const float* b, float* c, int64_t ldc) {
-  tile_rows<Avx512>(rows, kc, a, b, c, ldc);
+  tile_rows<Avx512, kMRAvx512>(rows, kc, a, b, c, ldc);
 }
 
 void tile_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
-  tile<Avx512>(kc, a, b, c, ldc, accumulate);
+  tile<Avx512, kMRAvx512>(kc, a, b, c, ldc, accumulate);
 }
 
 void tile_direct_avx512(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
                         bool accumulate) {
-  tile<Avx512, true>(kc, a, b, c, ldc, accumulate, lda);
+  tile<Avx512, kMRAvx512, true>(kc, a, b, c, ldc, accumulate, lda);
 }
 
 }  // namespace gmlp::gemm

@@ -1,14 +1,15 @@
 // The micro-kernels of gemm.cpp, each compiled for its instruction set in a file of its own with
 // its target flags. fp32 (gemm_avx2.cpp, gemm_avx512.cpp): written once over a vector type, an
 // MR × NR tile of C, NR = two vectors, from an A panel packed as a[k·MR + i] and a B panel packed
-// as b[k·NR + j]. bf16 (gemm_avx512bf16.cpp): below.
+// as b[k·NR + j]; MR as many rows as the registers hold (MR × 2 accumulators, 2 B vectors, 1
+// broadcast): 6 of AVX2's 16, 12 of AVX-512's 32. bf16 (gemm_avx512bf16.cpp): below.
 #pragma once
 
 #include <cstdint>
 
 namespace gmlp::gemm {
 
-inline constexpr int kMR = 6;  // rows of a tile: 6 × 2 accumulators, 2 B vectors, 1 broadcast
+inline constexpr int kMRAvx2 = 6, kMRAvx512 = 12;
 
 // A full tile: C[i][j] (+)= Σ_k a[k·MR + i] · b[k·NR + j] for i < MR, j < NR.
 using Kernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
@@ -18,26 +19,30 @@ using DirectKernel = void (*)(int64_t kc, const float* a, int64_t lda, const flo
                               bool accumulate);
 
 // A is packed (a[k·MR + i]), or with kDirect read in place (a[i·lda + k]). R < MR computes only
-// the first R rows, for the last rows of C: each row's sum is the full tile's, so the same bits.
-template <class V, bool kDirect = false, int R = kMR>
+// the first R rows, for the last rows of C: each row's sum is the full tile's, so the same bits
+// (and the same whatever MR is).
+template <class V, int MR, bool kDirect = false, int R = MR>
 inline void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate, int64_t lda = 0) {
   constexpr int W = V::width;
   typename V::type s[R][2];
   // The tile of C is written at the end; asking for its lines now hides their miss behind the sum.
+  // Its first 6 rows' only: AVX-512's 12-row tile asking for all 24 lines at once ran fc1's
+  // forward products about 5 % slower (gMLP-Ti/16 and fmnist-s, 2 threads).
 #pragma GCC unroll 6
-  for (int i = 0; i < R; ++i) __builtin_prefetch(c + i * ldc, 1, 3), __builtin_prefetch(c + i * ldc + 2 * W - 1, 1, 3);
-#pragma GCC unroll 6
+  for (int i = 0; i < R && i < 6; ++i)
+    __builtin_prefetch(c + i * ldc, 1, 3), __builtin_prefetch(c + i * ldc + 2 * W - 1, 1, 3);
+#pragma GCC unroll 12
   for (int i = 0; i < R; ++i) s[i][0] = V::zero(), s[i][1] = V::zero();
   for (int64_t k = 0; k < kc; ++k) {
     const typename V::type b0 = V::load(b + k * 2 * W), b1 = V::load(b + k * 2 * W + W);
-#pragma GCC unroll 6
+#pragma GCC unroll 12
     for (int i = 0; i < R; ++i) {
-      const typename V::type ai = V::broadcast(kDirect ? a + i * lda + k : a + k * kMR + i);
+      const typename V::type ai = V::broadcast(kDirect ? a + i * lda + k : a + k * MR + i);
       s[i][0] = V::fma(ai, b0, s[i][0]);
       s[i][1] = V::fma(ai, b1, s[i][1]);
     }
   }
-#pragma GCC unroll 6
+#pragma GCC unroll 12
   for (int i = 0; i < R; ++i) {
     float* row = c + i * ldc;
     if (accumulate) s[i][0] = V::add(s[i][0], V::load(row)), s[i][1] = V::add(s[i][1], V::load(row + W));
@@ -48,26 +53,22 @@ inline void tile(int64_t kc, const float* a, const float* b, float* c, int64_t l
 
 // The first `rows` (1 ≤ rows < MR) rows of a tile, written to c (overwritten).
 using EdgeKernel = void (*)(int rows, int64_t kc, const float* a, const float* b, float* c, int64_t ldc);
-template <class V>
+template <class V, int MR, int R = MR - 1>
 inline void tile_rows(int rows, int64_t kc, const float* a, const float* b, float* c, int64_t ldc) {
-  static_assert(kMR == 6);
-  switch (rows) {
-    case 1: return tile<V, false, 1>(kc, a, b, c, ldc, false);
-    case 2: return tile<V, false, 2>(kc, a, b, c, ldc, false);
-    case 3: return tile<V, false, 3>(kc, a, b, c, ldc, false);
-    case 4: return tile<V, false, 4>(kc, a, b, c, ldc, false);
-    default: return tile<V, false, 5>(kc, a, b, c, ldc, false);
-  }
+  if constexpr (R > 1)
+    if (rows < R) return tile_rows<V, MR, R - 1>(rows, kc, a, b, c, ldc);
+  tile<V, MR, false, R>(kc, a, b, c, ldc, false);
 }
 
 // Packing a panel from a matrix stored the other way round, by 8 × 8 transposes in registers
 // (gemm_avx2.cpp; used on AVX-512 CPUs too, which all have AVX2).
 // B: dst[k·nr + j] = src[j·ld + k] for k < kc, j < cols, and 0 for cols ≤ j < nr (a multiple of 8).
 void pack_b_transposed_avx2(float* dst, const float* src, int64_t ld, int64_t kc, int64_t nr, int64_t cols);
-// A: dst[k·MR + i] = src[i·ld + k] for i < rows, and 0 for rows ≤ i < MR, k < kc.
-void pack_a_rows_avx2(float* dst, const float* src, int64_t ld, int64_t kc, int rows);
+// A: dst[k·mr + i] = src[i·ld + k] for i < rows, and 0 for rows ≤ i < mr, k < kc (mr: 6 or 12).
+void pack_a_rows_avx2(float* dst, const float* src, int64_t ld, int64_t kc, int rows, int mr);
 
-// The kernels of gemm_avx2.cpp and gemm_avx512.cpp, and their tile widths NR.
+// The kernels of gemm_avx2.cpp and gemm_avx512.cpp (MR kMRAvx2 and kMRAvx512), and their tile
+// widths NR.
 void tile_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 void tile_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 void tile_direct_avx2(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, bool accumulate);
