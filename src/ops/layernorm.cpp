@@ -1,5 +1,7 @@
 #include "ops/layernorm.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -37,23 +39,34 @@ void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, i
   for (int64_t i = 0; i < M; ++i)
     layernorm_row_backward(dx + i * lddx, static_cast<T*>(nullptr), static_cast<T*>(nullptr), dy + i * lddy,
                            x + i * ldx, mean[i], rstd[i], gamma, C, dx_write);
-  // dγ, dβ: column sums, blocked by cache line so each thread owns its outputs.
-  constexpr int64_t kBlock = 64 / sizeof(T);
-#pragma omp parallel for schedule(static)
-  for (int64_t j0 = 0; j0 < C; j0 += kBlock) {
-    const int64_t j1 = std::min(C, j0 + kBlock);
-    T ag[kBlock] = {}, ab[kBlock] = {};
-    for (int64_t i = 0; i < M; ++i) {
-      const T* xi = x + i * ldx;
-      const T* dyi = dy + i * lddy;
-      for (int64_t j = j0; j < j1; ++j) {
-        ag[j - j0] += dyi[j] * (xi[j] - mean[i]) * rstd[i];
-        ab[j - j0] += dyi[j];
+  // dγ, dβ: column sums. Each thread owns a run of whole cache lines of columns and goes down the
+  // rows in order, so every column is summed in row order whatever the thread count (the same
+  // bits), in one pass over its part of each row. Taken a cache line of columns at a time, each
+  // thread went down all the rows once per line, and the pass took three times the rows' own.
+  constexpr int64_t kLine = 64 / sizeof(T);
+  const int64_t lines = (C + kLine - 1) / kLine;
+#pragma omp parallel
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t j0 = std::min(C, lines * t / nt * kLine), j1 = std::min(C, lines * (t + 1) / nt * kLine), n = j1 - j0;
+    thread_local std::vector<T> sums;  // Σ dy·x̂, then Σ dy, of the thread's columns
+    if (sums.size() < size_t(2 * n)) sums.resize(size_t(2 * n));
+    T* ag = sums.data();
+    T* ab = ag + n;
+    std::fill(ag, ag + 2 * n, T(0));
+    for (int64_t i = 0; i < M && n > 0; ++i) {
+      const T* xi = x + i * ldx + j0;
+      const T* dyi = dy + i * lddy + j0;
+      const T mu = mean[i], r = rstd[i];
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        ag[j] += dyi[j] * (xi[j] - mu) * r;
+        ab[j] += dyi[j];
       }
     }
-    for (int64_t j = j0; j < j1; ++j) {
-      dgamma[j] += ag[j - j0];
-      dbeta[j] += ab[j - j0];
+    for (int64_t j = 0; j < n; ++j) {
+      dgamma[j0 + j] += ag[j];
+      dbeta[j0 + j] += ab[j];
     }
   }
 }
