@@ -699,6 +699,69 @@ TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
   });
 }
 
+// The gate on fc1's output before GELU (SguShape::gelu, training's gating MLP): GELU applied to
+// each row as the gate reads it, and in backward GELU's slope made again from the row, give the
+// bits of the gate on GELU's output with the slope fc1's epilogue saves (floats), forward and
+// backward (dz and fc1's bias gradient, stored as bf16 too where it runs), for every gate, with
+// aMLP's residual and padding, on 1 and 2 threads; and both passes match the reference, which
+// applies GELU and its backward around the plain gate's.
+TEST(FastVsRef, SguOnThePreActivationIsTheGateOnGelusOutput) {
+  for_each_gate_case([&](const SguShape& plain) {
+    SguShape s = plain;
+    s.gelu = true;
+    const int64_t M = s.rows(), H = s.H(), N = s.N, F = s.F, B = s.B;
+    Rng rng(15);
+    const GateInputs in(s, rng);
+    const std::vector<float>&pre = in.z, &gamma = in.gamma, &beta = in.beta, &W = in.W, &b = in.b, &dout = in.dout,
+          &res = in.res;
+    const float* r = B > 1 ? res.data() : nullptr;
+    std::vector<float> a(M * F), slope(M * F);
+    gelu_forward_serial(a.data(), pre.data(), M * F, slope.data());
+    std::vector<float> out1(M * H), out2(M * H), out3(M * H), mean1(M), mean2(M), rstd1(M), rstd2(M), g1(M * H),
+        g2(M * H);
+    sgu_forward(out1.data(), mean1.data(), rstd1.data(), g1.data(), a.data(), gamma.data(), beta.data(), W.data(),
+                b.data(), plain, 1e-5f, r);
+    sgu_forward(out2.data(), mean2.data(), rstd2.data(), g2.data(), pre.data(), gamma.data(), beta.data(), W.data(),
+                b.data(), s, 1e-5f, r);
+    EXPECT_EQ(out1, out2);
+    EXPECT_EQ(mean1, mean2);
+    EXPECT_EQ(rstd1, rstd2);
+    EXPECT_EQ(g1, g2);
+    sgu_forward_ref(out3.data(), pre.data(), gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f, r);
+    EXPECT_TRUE(close("out against the reference", out2, out3, tol::kFastVsRef));
+    for (const bool bf16 : {false, true}) {
+      if (bf16 && !gemm::bf16_available()) continue;
+      SCOPED_TRACE(bf16 ? "dz stored as bf16" : "floats");
+      auto run = [&](bool again, std::vector<float>& dz, std::vector<uint16_t>& dz16, std::vector<float>& dbias,
+                     std::vector<float>& dW) {
+        dz.assign(size_t(M * F), std::nanf("")), dz16.assign(size_t(M * F), 0), dbias.assign(size_t(F), 0.5f);
+        dW.assign(size_t(N * N), 0.f);
+        std::vector<float> dgm(H, 0.f), dbt(H, 0.f), db(N, 0.f), dres(M * H);
+        const SguGelu<float> act{again ? nullptr : slope.data(), false, dbias.data(), bf16 ? dz16.data() : nullptr};
+        sgu_backward(dz.data(), dgm.data(), dbt.data(), dW.data(), db.data(), dout.data(),
+                     again ? pre.data() : a.data(), mean1.data(), rstd1.data(), g1.data(), gamma.data(), beta.data(),
+                     W.data(), again ? s : plain, B > 1 ? dres.data() : nullptr, SguBf16{}, &act);
+      };
+      std::vector<float> dz1, dz2, db1, db2, dW1, dW2;
+      std::vector<uint16_t> h1, h2;
+      run(false, dz1, h1, db1, dW1);
+      run(true, dz2, h2, db2, dW2);
+      if (bf16) {
+        EXPECT_EQ(h1, h2);
+        continue;
+      }
+      EXPECT_EQ(dz1, dz2);
+      EXPECT_EQ(dW1, dW2);
+      EXPECT_EQ(db1, db2);
+      std::vector<float> dz3(M * F), dgm3(H, 0.f), dbt3(H, 0.f), dW3(N * N, 0.f), db3(N, 0.f), dres3(M * H);
+      sgu_backward_ref(dz3.data(), dgm3.data(), dbt3.data(), dW3.data(), db3.data(), dout.data(), pre.data(),
+                       gamma.data(), beta.data(), W.data(), b.data(), s, 1e-5f, r, B > 1 ? dres3.data() : nullptr);
+      EXPECT_TRUE(close("dz against the reference", dz2, dz3, tol::kFastVsRef));
+      EXPECT_TRUE(close("dW against the reference", dW2, dW3, tol::kFastVsRef, 30.0));  // sums over N·B rows
+    }
+  });
+}
+
 // The gate's g saved as bf16 (SguBf16::g, bf16 precision): the forward's output keeps its bits,
 // the saved g is the float g rounded to nearest even, and backward gives the bits of a backward
 // that reads those rounded values as floats; for every gate, with aMLP's residual and padding, on

@@ -297,9 +297,11 @@ class GatingMlp final : public Branch<T> {
   }
   void lay_out(Arena<T>& a, int64_t B) override {
     const int64_t M = d_.N * B, H = H_;
+    // a_: fc1's output. Training keeps it before GELU, which the gate applies as it reads each row
+    // (SguShape::gelu), in the forward and again in the backward with GELU's slope, so that
+    // neither GELU's output nor its slope is kept; inference has fc1's epilogue apply GELU.
     for (auto [p, n] : {std::pair{&a_, M * F_}, {&s_, M * H}}) a.keep(p, n);
-    z_ = nullptr;  // GELU's slope at fc1's output, for backward only
-    if (a.training()) a.keep(&z_, M * F_);
+    training_ = a.training();
     // The gate's saved state is for backward only; inference keeps its tiles in cache.
     mean_ = rstd_ = g_ = nullptr;
     if (a.training())
@@ -319,14 +321,13 @@ class GatingMlp final : public Branch<T> {
   bool adds_residual() const override { return true; }
   void forward(T* y, OperandOf<T> xn, const T* w, int64_t B, const T* add) override {
     const int64_t M = d_.N * B;
-    // In bf16 precision GELU's slope and the gate's saved g are rounded to bf16 (SguBf16); the
-    // gate's output and backward's dz are stored as bf16 as well: only products read them
-    // (core/operand.h).
+    // In bf16 precision the gate's saved g is rounded to bf16 (SguBf16); the gate's output and
+    // backward's dz are stored as bf16 as well: only products read them (core/operand.h).
     rounded_ = gelu_slope_bf16<T>();
     stored_ = std::is_same_v<T, float> && bf16_activations();
     {
-      GMLP_PROFILE("fwd.fc1");  // and GELU, fused into the product
-      fc1_.forward(a_, xn, w, M, Activation::gelu, z_, rounded_);
+      GMLP_PROFILE("fwd.fc1");  // and in inference GELU, fused into the product
+      fc1_.forward(a_, xn, w, M, training_ ? Activation::none : Activation::gelu);
     }
     if (A_ > 0) {  // qkv and the attention's output are stored as bf16 too: only products read them
       GMLP_PROFILE("fwd.tiny_attn");
@@ -337,7 +338,7 @@ class GatingMlp final : public Branch<T> {
       aproj_.forward(r_, stored(ao_, stored_), w, M);
     }
     {
-      GMLP_PROFILE("fwd.sgu");
+      GMLP_PROFILE("fwd.sgu");  // and in training fc1's GELU
       sgu_forward(s_, mean_, rstd_, g_, a_, w + gnorm_w_, w + gnorm_b_, w + proj_w_, w + proj_b_, shape(B), T(eps_),
                   A_ > 0 ? r_ : nullptr, gate_bf16());
     }
@@ -352,25 +353,17 @@ class GatingMlp final : public Branch<T> {
       GMLP_PROFILE("bwd.fc2");
       fc2_.backward(ds_, dy, stored(s_, stored_), w, g, M);
     }
-    // GELU's backward: a multiply by the slope fc1's epilogue saved, with fc1's bias gradient
-    // summed on the way. In bf16 precision it runs inside the gate's backward, on each row of dz
-    // once the row is final: the slope's rows are bf16, and with its result stored as bf16 for
-    // fc1's products, dz's floats never reach memory. In f32 it is a pass of its own: fused, the
-    // slope's float rows, a batch of rows apart, cost what the pass's read of dz saved
-    // (docs/design.md). The choice follows the precision, not the storage, so that stored and
-    // float activations sum fc1's bias gradient in the same order.
+    // GELU's backward runs inside the gate's, on each row of dz once the row is final, with the
+    // slope made again from the row of fc1's output the gate reads anyway (SguShape::gelu), and
+    // fc1's bias gradient summed on the way. In bf16 precision its result is stored as bf16 for
+    // fc1's products, so dz's floats never reach memory.
     const bool dz_bf16 = stored_ && dz16_;
     T* fc1_db = fc1_.b >= 0 ? g + fc1_.b : nullptr;
     {
-      GMLP_PROFILE("bwd.sgu");  // and in bf16, GELU
-      const SguGelu<T> gelu{z_, rounded_, fc1_db, dz_bf16 ? reinterpret_cast<uint16_t*>(dz16_) : nullptr};
+      GMLP_PROFILE("bwd.sgu");  // and GELU
+      const SguGelu<T> gelu{nullptr, false, fc1_db, dz_bf16 ? reinterpret_cast<uint16_t*>(dz16_) : nullptr};
       sgu_backward(dz_, g + gnorm_w_, g + gnorm_b_, g + proj_w_, g + proj_b_, ds_, a_, mean_, rstd_, g_, w + gnorm_w_,
-                   w + gnorm_b_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr, gate_bf16(),
-                   rounded_ ? &gelu : nullptr);
-    }
-    if (!rounded_) {
-      GMLP_PROFILE("bwd.gelu");
-      gelu_backward_by_slope(dz_, z_, M, F_, fc1_db);  // f32: the slope and dz are floats
+                   w + gnorm_b_, w + proj_w_, shape(B), A_ > 0 ? dr_ : nullptr, gate_bf16(), &gelu);
     }
     {
       GMLP_PROFILE("bwd.fc1");
@@ -408,7 +401,9 @@ class GatingMlp final : public Branch<T> {
 
  private:
   SguBf16 gate_bf16() const { return SguBf16{stored_, rounded_}; }
-  SguShape shape(int64_t B) const { return SguShape{d_.N, B, F_, gate_, score_bias_ ? score_bias_->pad : nullptr}; }
+  SguShape shape(int64_t B) const {
+    return SguShape{d_.N, B, F_, gate_, score_bias_ ? score_bias_->pad : nullptr, /*gelu=*/training_};
+  }
   BranchDims d_;
   int64_t F_;
   SguGate gate_;
@@ -419,9 +414,10 @@ class GatingMlp final : public Branch<T> {
   LinearParams fc1_, fc2_, qkv_, aproj_;
   int64_t gnorm_w_ = 0, gnorm_b_ = 0, proj_w_ = 0, proj_b_ = 0;
   // As the last forward wrote them: s_, dz16_, and with the tiny attention qkv_buf_ and ao_ in use
-  // (bf16_activations()); z_ (GELU's slope) and g_ holding bfloat16 (gelu_slope_bf16).
+  // (bf16_activations()); g_ holding bfloat16 (gelu_slope_bf16).
   bool stored_ = false, rounded_ = false;
-  T *z_ = nullptr, *a_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr, *g_ = nullptr, *s_ = nullptr;
+  bool training_ = false;  // as lay_out planned: a_ holds fc1's output before GELU
+  T *a_ = nullptr, *mean_ = nullptr, *rstd_ = nullptr, *g_ = nullptr, *s_ = nullptr;
   T *qkv_buf_ = nullptr, *probs_ = nullptr, *ao_ = nullptr, *r_ = nullptr;
   T *ds_ = nullptr, *dz_ = nullptr, *dz16_ = nullptr;
   T *dr_ = nullptr, *dao_ = nullptr, *dqkv_ = nullptr, *ascratch_ = nullptr;

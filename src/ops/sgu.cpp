@@ -71,7 +71,7 @@ class ThreadScratch {
   void zero_from(int t, int i) const { std::fill(at(t, i), base_ + (t + 1) * per_thread_, T(0)); }
 
  private:
-  std::array<int64_t, 9> offset_{};
+  std::array<int64_t, 12> offset_{};
   int64_t per_thread_ = 0;
   T* base_;
 };
@@ -162,9 +162,17 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
   const WeightForCall<T> held(W, W + N * N);
   // v̂, and what is not saved (all of it in inference, g saved as bf16), live in per-thread tiles
   // that stay in cache. With bf16, each output row is made in a row of floats, then rounded.
-  enum { kVn, kG, kMean, kRstd, kRow };
+  enum { kVn, kG, kMean, kRstd, kRow, kAct };
   const int threads = omp_get_max_threads();
-  const ThreadScratch<T> sc({N * H, N * H, N, N, H}, threads);
+  const ThreadScratch<T> sc({N * H, N * H, N, N, H, s.gelu ? F : 0}, threads);
+  // Columns [c, c + n) of z's row r as the gate reads them: as they lie, or with s.gelu their GELU,
+  // made in thread t's row.
+  const auto zrow = [&](int64_t r, int64_t c, int64_t n, int t) -> const T* {
+    if (!s.gelu) return z + r * F + c;
+    T* a = sc.at(t, kAct) + c;
+    gelu_forward_serial(a, z + r * F + c, n);
+    return a;
+  };
   // Image img's row statistics: the saved ones, or thread t's scratch.
   const auto stats = [&](int64_t img, int t) {
     return save ? std::pair{mean + img * N, rstd + img * N} : std::pair{sc.at(t, kMean), sc.at(t, kRstd)};
@@ -183,9 +191,9 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
       if (n + kAhead < N) prefetch(z + (r + kAhead * B) * F + off + h0, w);
       T* vn = vi + n * H + h0;
       if (shared)
-        layernorm_row_apply(vn, z + r * F + off + h0, mi[n], ri[n], gamma + h0, beta + h0, w);
+        layernorm_row_apply(vn, zrow(r, off + h0, w, t), mi[n], ri[n], gamma + h0, beta + h0, w);
       else
-        layernorm_row(vn, mi + n, ri + n, z + r * F + off, gamma, beta, H, eps);
+        layernorm_row(vn, mi + n, ri + n, zrow(r, off, H, t), gamma, beta, H, eps);
       if (s.pad && s.pad[img * N + n]) std::fill(vn, vn + w, T(0));  // read by no token
     }
     matmul<T>(false, false, N, w, N, W, N, vi + h0, H, T(0), gi + h0, H);  // g = W·v̂
@@ -200,7 +208,7 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
       }
       const T bias = b[n];
       T* gr = gi + n * H + h0;
-      const T* ur = z + r * F + h0;
+      const T* ur = zrow(r, h0, w, t);
       T* o = bf16.stored ? orow : out + r * H + h0;
       if (res) {
         const T* rr = res + r * H + h0;
@@ -231,7 +239,7 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       for (int64_t n = N * t / nt; n < N * (t + 1) / nt; ++n)
-        layernorm_row_stats(mi + n, ri + n, z + (n * B + img) * F + off, H, eps);
+        layernorm_row_stats(mi + n, ri + n, zrow(n * B + img, off, H, t), H, eps);
       const int64_t units = (H + 31) / 32;
       const int64_t h0 = std::min(H, units * t / nt * 32), h1 = std::min(H, units * (t + 1) / nt * 32);
 #pragma omp barrier
@@ -248,14 +256,18 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
   const SguGate gate = s.gate;
   const int threads = omp_get_max_threads();
   const SguGelu<T> act = gelu ? *gelu : SguGelu<T>{};
-  GMLP_CHECK((!act.d16 || (act.slope && std::is_same_v<T, float>)));
+  GMLP_CHECK((!act.d16 || ((act.slope || s.gelu) && std::is_same_v<T, float>)));
+  GMLP_CHECK(!(s.gelu && act.slope));  // the slope is made again here, not read
   const WeightForCall<T> held(W, W + N * N);
   // With dz's rows stored as bf16 (act.d16), the float rows are made in a per-thread tile first.
   const bool dz_tile = act.d16 != nullptr;
-  // Per thread: the dg and dv̂ tiles, the image's dz rows (dz_tile), its v̂ made again, then partial
-  // sums of dW, db, dgamma, dbeta and GELU's bias gradient.
-  enum { kDg, kDvn, kDz, kVn, kDW, kDb, kDgamma, kDbeta, kDbias };
-  const ThreadScratch<T> sc({N * H, N * H, dz_tile ? N * F : 0, N * H, N * N, N, H, H, act.dbias ? F : 0}, threads);
+  // Per thread: the dg and dv̂ tiles, the image's dz rows (dz_tile), its v̂ made again, with s.gelu
+  // the image's GELU(v) and GELU's slope (made once, in the first pass, for both) and a row of
+  // GELU(u), then partial sums of dW, db, dgamma, dbeta and GELU's bias gradient.
+  enum { kDg, kDvn, kDz, kVn, kV, kSlope, kU, kDW, kDb, kDgamma, kDbeta, kDbias };
+  const ThreadScratch<T> sc({N * H, N * H, dz_tile ? N * F : 0, N * H, s.gelu ? N * H : 0, s.gelu ? N * F : 0,
+                             s.gelu ? off : 0, N * N, N, H, H, act.dbias ? F : 0},
+                            threads);
   for (int t = 0; t < threads; ++t) sc.zero_from(t, kDW);
   for_each_image(by_image(B), B, [&](int64_t img, int t) {
     T* vi = sc.at(t, kVn);
@@ -277,13 +289,23 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
         prefetch(z + (r + kAhead * B) * F, F);
         if (!dz_tile) prefetch(dz + (r + kAhead * B) * F, H, true);
       }
-      layernorm_row_apply(vi + n * H, z + r * F + off, mean[img * N + n], rstd[img * N + n], gamma, beta, H);
+      // u and v as the forward's gate read them: z's row, or with s.gelu their GELU (and its slope
+      // kept for the second pass).
+      const T* ur = z + r * F;
+      const T* vr = ur + off;
+      if (s.gelu) {
+        T* v = sc.at(t, kV) + n * H;
+        T* slope = sc.at(t, kSlope) + n * F;
+        gelu_forward_serial(v, vr, H, slope + off);
+        if (off > 0) gelu_forward_serial(sc.at(t, kU), ur, off, slope);
+        vr = v, ur = off > 0 ? sc.at(t, kU) : v;
+      }
+      layernorm_row_apply(vi + n * H, vr, mean[img * N + n], rstd[img * N + n], gamma, beta, H);
       if (s.pad && s.pad[img * N + n]) std::fill(vi + n * H, vi + (n + 1) * H, T(0));  // as the forward's
       T* dzr = dz_row(n);
       T* dgr = dg + n * ldg;
       const T* dor = dout + r * H;
       const T* gr = element(gi, n * H, bf16.g);
-      const T* ur = z + r * F;
       switch (gate) {
         case SguGate::split:
         case SguGate::multiplicative:
@@ -327,13 +349,18 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
       }
       if (s.pad && s.pad[img * N + n]) std::fill(dvn + n * H, dvn + (n + 1) * H, T(0));  // v̂ was zeroed
       T* dzr = dz_row(n);
-      layernorm_row_backward(dzr + off, sc.at(t, kDgamma), sc.at(t, kDbeta), dvn + n * H, z + r * F + off,
-                             mean[img * N + n], rstd[img * N + n], gamma, H,
+      // v as the gate read it, and GELU's slope: fc1's forward saved it, or with s.gelu the first
+      // pass made both (the same bits as the forward's).
+      const T* vr = s.gelu ? sc.at(t, kV) + n * H : z + r * F + off;
+      const T* slope = s.gelu      ? sc.at(t, kSlope) + n * F
+                       : act.slope ? element(act.slope, r * F, act.slope_bf16)
+                                   : nullptr;
+      layernorm_row_backward(dzr + off, sc.at(t, kDgamma), sc.at(t, kDbeta), dvn + n * H, vr, mean[img * N + n],
+                             rstd[img * N + n], gamma, H,
                              gate == SguGate::split ? Write::overwrite : Write::accumulate);
-      if (act.slope)
-        gelu_backward_by_slope_row(dzr, element(act.slope, r * F, act.slope_bf16), F,
-                                   act.dbias ? sc.at(t, kDbias) : nullptr, act.d16 ? act.d16 + r * F : nullptr,
-                                   act.slope_bf16);
+      if (slope)
+        gelu_backward_by_slope_row(dzr, slope, F, act.dbias ? sc.at(t, kDbias) : nullptr,
+                                   act.d16 ? act.d16 + r * F : nullptr, act.slope_bf16 && !s.gelu);
     }
   });
   // The threads' partial sums, added in thread order: the same bits for the same thread count.
@@ -370,6 +397,12 @@ void zero_pads(std::vector<T>& x, SguShape s) {
 template <class T>
 void sgu_forward_ref(T* out, const T* z, const T* gamma, const T* beta, const T* W, const T* b, SguShape s, T eps,
                      const T* res) {
+  if (s.gelu) {  // the gate on GELU's output
+    std::vector<T> a(size_t(s.rows() * s.F));
+    gelu_forward_ref(a.data(), z, s.rows() * s.F);
+    s.gelu = false;
+    return sgu_forward_ref(out, a.data(), gamma, beta, W, b, s, eps, res);
+  }
   const int64_t H = s.H(), M = s.rows();
   std::vector<T> vn(M * H), mean(M), rstd(M);
   layernorm_forward_ref(vn.data(), H, mean.data(), rstd.data(), z + v_offset(s), s.F, gamma, beta, M, H, eps);
@@ -389,6 +422,15 @@ void sgu_forward_ref(T* out, const T* z, const T* gamma, const T* beta, const T*
 template <class T>
 void sgu_backward_ref(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* gamma,
                       const T* beta, const T* W, const T* b, SguShape s, T eps, const T* res, T* dres) {
+  if (s.gelu) {  // the gate's backward on GELU's output, then GELU's
+    const int64_t n = s.rows() * s.F;
+    std::vector<T> a(static_cast<size_t>(n)), da(static_cast<size_t>(n));
+    gelu_forward_ref(a.data(), z, n);
+    s.gelu = false;
+    sgu_backward_ref(da.data(), dgamma, dbeta, dW, db, dout, a.data(), gamma, beta, W, b, s, eps, res, dres);
+    std::fill(dz, dz + n, T(0));
+    return gelu_backward_ref(dz, da.data(), z, n);
+  }
   const int64_t H = s.H(), M = s.rows(), N = s.N, B = s.B, F = s.F;
   std::vector<T> vn(M * H), mean(M), rstd(M), dvn(M * H, T(0));
   layernorm_forward_ref(vn.data(), H, mean.data(), rstd.data(), z + v_offset(s), F, gamma, beta, M, H, eps);

@@ -23,6 +23,10 @@ struct SguShape {
   int64_t N, B, F;  // tokens, batch, gate input channels
   SguGate gate = SguGate::split;
   const uint8_t* pad = nullptr;  // (B, N): nonzero where a token is padding; nullptr: none
+  // z holds the gating MLP's fc1 output before its GELU: the gate applies GELU to each row as it
+  // reads it (the same bits as on GELU's output), and its backward GELU's backward too, from the
+  // slope it makes again there. No GELU output and no slope are kept between the two passes.
+  bool gelu = false;
   int64_t H() const { return gate == SguGate::split ? F / 2 : F; }  // output channels
   int64_t rows() const { return N * B; }
 };
@@ -53,10 +57,11 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
                  SguShape s, T eps, const T* res = nullptr, SguBf16 bf16 = {});
 
 // GELU's backward, where z = GELU(y) (the gating MLP's fc1): sgu_backward multiplies each row of
-// dz by the slope fc1's forward saved once the row is final (gelu_backward_by_slope_row, the same
-// bits), so that dz crosses memory once instead of three times (written, then read and written
-// again by a pass of its own). The rows' sums are added to dbias (F, fc1's bias gradient) when
-// given; with d16 (float only) the rows are stored there as bfloat16 and dz is left untouched.
+// dz by GELU's slope once the row is final (gelu_backward_by_slope_row, the same bits), so that dz
+// crosses memory once instead of three times (written, then read and written again by a pass of
+// its own). The slope is the one fc1's forward saved, or with SguShape::gelu (slope null) made
+// again from the row of y it reads. The rows' sums are added to dbias (F, fc1's bias gradient)
+// when given; with d16 (float only) the rows are stored there as bfloat16 and dz is left untouched.
 template <class T>
 struct SguGelu {
   const T* slope = nullptr;  // (N, B, F), stored as bfloat16 with slope_bf16 (gelu_slope_bf16)
@@ -68,8 +73,8 @@ struct SguGelu {
 // Overwrites dz (N, B, F) (a fresh activation gradient: nothing else flows into z); accumulates
 // into the parameter gradients dgamma, dbeta (H), dW (N, N), db (N). dres (N, B, H), if given,
 // is overwritten with ∂L/∂res. mean, rstd, g: as sgu_forward saved them; bf16: as it was given.
-// gelu, when given: dz is GELU's input's gradient instead (SguGelu). Working memory is per
-// thread, allocated on first use.
+// gelu, when given: dz is GELU's input's gradient instead (SguGelu); with SguShape::gelu it always
+// is. Working memory is per thread, allocated on first use.
 template <class T>
 void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const T* z, const T* mean, const T* rstd,
                   const T* g, const T* gamma, const T* beta, const T* W, SguShape s, T* dres = nullptr,
