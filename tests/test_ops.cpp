@@ -703,8 +703,9 @@ TEST(FastVsRef, SguWithGeluIsTheGatesBackwardThenGelus) {
 // each row as the gate reads it, and in backward GELU's slope made again from the row, give the
 // bits of the gate on GELU's output with the slope fc1's epilogue saves (floats), forward and
 // backward (dz and fc1's bias gradient, stored as bf16 too where it runs), for every gate, with
-// aMLP's residual and padding, on 1 and 2 threads; and both passes match the reference, which
-// applies GELU and its backward around the plain gate's.
+// aMLP's residual and padding, on 1 and 2 threads; both passes match the reference, which
+// applies GELU and its backward around the plain gate's; and z stored as bf16 gives the bits of
+// its values as floats.
 TEST(FastVsRef, SguOnThePreActivationIsTheGateOnGelusOutput) {
   for_each_gate_case([&](const SguShape& plain) {
     SguShape s = plain;
@@ -759,6 +760,30 @@ TEST(FastVsRef, SguOnThePreActivationIsTheGateOnGelusOutput) {
       EXPECT_TRUE(close("dz against the reference", dz2, dz3, tol::kFastVsRef));
       EXPECT_TRUE(close("dW against the reference", dW2, dW3, tol::kFastVsRef, 30.0));  // sums over N·B rows
     }
+    // Stored as bf16 (SguBf16::z, bf16 precision): the bits of the same values as floats.
+    std::vector<float> rounded(M * F), stored16((M * F + 1) / 2);
+    store_bf16(stored16.data(), pre.data(), M * F);
+    for (int64_t i = 0; i < M * F; ++i)
+      rounded[size_t(i)] = bf16_to_float(reinterpret_cast<uint16_t*>(stored16.data())[i]);
+    std::vector<float> o1(M * H), o2(M * H), m1(M), m2(M), r1(M), r2(M), gg1(M * H), gg2(M * H);
+    sgu_forward(o1.data(), m1.data(), r1.data(), gg1.data(), rounded.data(), gamma.data(), beta.data(), W.data(),
+                b.data(), s, 1e-5f, r);
+    sgu_forward(o2.data(), m2.data(), r2.data(), gg2.data(), stored16.data(), gamma.data(), beta.data(), W.data(),
+                b.data(), s, 1e-5f, r, SguBf16{false, false, true});
+    EXPECT_EQ(o1, o2);
+    EXPECT_EQ(gg1, gg2);
+    std::vector<float> dzs[2], dbs[2], dWs[2];
+    for (const bool z16 : {false, true}) {
+      dzs[z16].assign(size_t(M * F), 0.f), dbs[z16].assign(size_t(F), 0.5f), dWs[z16].assign(size_t(N * N), 0.f);
+      std::vector<float> dgm(H, 0.f), dbt(H, 0.f), db(N, 0.f), dres(M * H);
+      const SguGelu<float> act{nullptr, false, dbs[z16].data(), nullptr};
+      sgu_backward(dzs[z16].data(), dgm.data(), dbt.data(), dWs[z16].data(), db.data(), dout.data(),
+                   z16 ? stored16.data() : rounded.data(), m1.data(), r1.data(), gg1.data(), gamma.data(), beta.data(),
+                   W.data(), s, B > 1 ? dres.data() : nullptr, SguBf16{false, false, z16}, &act);
+    }
+    EXPECT_EQ(dzs[0], dzs[1]);
+    EXPECT_EQ(dWs[0], dWs[1]);
+    EXPECT_EQ(dbs[0], dbs[1]);
   });
 }
 

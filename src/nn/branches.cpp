@@ -1,7 +1,9 @@
 #include "nn/branches.h"
 
 #include <cmath>
+#include <type_traits>
 
+#include "core/bf16.h"
 #include "core/error.h"
 #include "core/matmul.h"
 #include "core/profile.h"
@@ -19,6 +21,18 @@
 
 namespace gmlp {
 namespace {
+
+// x[i] rounded to the nearest bfloat16 (as the products round, round_to_bf16), kept as floats:
+// the values of an activation stored as bf16, where activations are not (bf16_activations() off).
+template <class T>
+void round_to_bf16_values(T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_float(float_to_bf16_daz(x[i]));
+  } else {
+    GMLP_CHECK(false);
+  }
+}
 
 // A linear layer's parameters: weight (out, in), bias (out).
 struct LinearParams {
@@ -299,7 +313,8 @@ class GatingMlp final : public Branch<T> {
     const int64_t M = d_.N * B, H = H_;
     // a_: fc1's output. Training keeps it before GELU, which the gate applies as it reads each row
     // (SguShape::gelu), in the forward and again in the backward with GELU's slope, so that
-    // neither GELU's output nor its slope is kept; inference has fc1's epilogue apply GELU.
+    // neither GELU's output nor its slope is kept; in bf16 precision rounded to bf16 (SguBf16::z).
+    // Inference has fc1's epilogue apply GELU.
     for (auto [p, n] : {std::pair{&a_, M * F_}, {&s_, M * H}}) a.keep(p, n);
     training_ = a.training();
     // The gate's saved state is for backward only; inference keeps its tiles in cache.
@@ -327,7 +342,8 @@ class GatingMlp final : public Branch<T> {
     stored_ = std::is_same_v<T, float> && bf16_activations();
     {
       GMLP_PROFILE("fwd.fc1");  // and in inference GELU, fused into the product
-      fc1_.forward(a_, xn, w, M, training_ ? Activation::none : Activation::gelu);
+      fc1_.forward(storing(a_, z_bf16()), xn, w, M, training_ ? Activation::none : Activation::gelu);
+      if (training_ && rounded_ && !stored_) round_to_bf16_values(a_, M * F_);  // z_bf16()'s values
     }
     if (A_ > 0) {  // qkv and the attention's output are stored as bf16 too: only products read them
       GMLP_PROFILE("fwd.tiny_attn");
@@ -400,7 +416,10 @@ class GatingMlp final : public Branch<T> {
   }
 
  private:
-  SguBf16 gate_bf16() const { return SguBf16{stored_, rounded_}; }
+  SguBf16 gate_bf16() const { return SguBf16{stored_, rounded_, z_bf16()}; }
+  // Whether a_ holds fc1's output (before GELU, in training) as bfloat16: in bf16 precision, as
+  // autocast keeps a linear layer's output; stored so where the activations are.
+  bool z_bf16() const { return training_ && stored_; }
   SguShape shape(int64_t B) const {
     return SguShape{d_.N, B, F_, gate_, score_bias_ ? score_bias_->pad : nullptr, /*gelu=*/training_};
   }

@@ -94,6 +94,25 @@ inline void prefetch(const T* p, int64_t n, bool write = false) {
 }
 constexpr int64_t kAhead = 2;  // rows ahead
 
+// Columns [c, c + n) of z's row r, fc1's output before GELU (SguShape::gelu), made GELU of into a
+// (n, may be a row of z's own floats), with GELU's slope into slope when given; z's elements are
+// bfloat16 with z16 (SguBf16::z), widened first.
+template <class T>
+void gelu_of_z(T* a, T* slope, const T* z, bool z16, int64_t i, int64_t n) {
+  const T* x = z + i;
+  if constexpr (std::is_same_v<T, float>) {
+    if (z16) {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(z) + i;
+#pragma omp simd
+      for (int64_t c = 0; c < n; ++c) a[c] = bf16_to_float(h[c]);
+      x = a;
+    }
+  } else {
+    GMLP_CHECK(!z16);
+  }
+  gelu_forward_serial(a, x, n, slope);
+}
+
 // Holds the gate's W constant for a call of sgu_forward or sgu_backward, whose products multiply
 // every image by it: packed once a call, not once an image (core/matmul.h's ConstantForCall).
 // double's products pack nothing.
@@ -158,7 +177,8 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
   const int64_t N = s.N, B = s.B, H = s.H(), F = s.F, off = v_offset(s);
   const SguGate gate = s.gate;
   const bool save = mean != nullptr;
-  GMLP_CHECK((std::is_same_v<T, float> || !(bf16.stored || bf16.g)));
+  GMLP_CHECK((std::is_same_v<T, float> || !(bf16.stored || bf16.g || bf16.z)));
+  GMLP_CHECK(!bf16.z || s.gelu);
   const WeightForCall<T> held(W, W + N * N);
   // v̂, and what is not saved (all of it in inference, g saved as bf16), live in per-thread tiles
   // that stay in cache. With bf16, each output row is made in a row of floats, then rounded.
@@ -170,9 +190,12 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
   const auto zrow = [&](int64_t r, int64_t c, int64_t n, int t) -> const T* {
     if (!s.gelu) return z + r * F + c;
     T* a = sc.at(t, kAct) + c;
-    gelu_forward_serial(a, z + r * F + c, n);
+    gelu_of_z(a, static_cast<T*>(nullptr), z, bf16.z, r * F + c, n);
     return a;
   };
+  // z's elements from i on, stored alike, and how many T the bytes of n of them fill: to prefetch.
+  const auto z_at = [&](int64_t i) { return element(z, i, bf16.z); };
+  const auto z_span = [&](int64_t n) { return bf16.z ? (n + 1) / 2 : n; };
   // Image img's row statistics: the saved ones, or thread t's scratch.
   const auto stats = [&](int64_t img, int t) {
     return save ? std::pair{mean + img * N, rstd + img * N} : std::pair{sc.at(t, kMean), sc.at(t, kRstd)};
@@ -188,7 +211,7 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
     const auto [mi, ri] = stats(img, shared ? 0 : t);
     for (int64_t n = 0; n < N; ++n) {
       const int64_t r = n * B + img;  // its row in the token-major activations
-      if (n + kAhead < N) prefetch(z + (r + kAhead * B) * F + off + h0, w);
+      if (n + kAhead < N) prefetch(z_at((r + kAhead * B) * F + off + h0), z_span(w));
       T* vn = vi + n * H + h0;
       if (shared)
         layernorm_row_apply(vn, zrow(r, off + h0, w, t), mi[n], ri[n], gamma + h0, beta + h0, w);
@@ -202,7 +225,7 @@ void sgu_forward(T* out, T* mean, T* rstd, T* g, const T* z, const T* gamma, con
       const int64_t r = n * B + img;
       if (n + kAhead < N) {
         const int64_t ahead = (r + kAhead * B) * H + h0;
-        prefetch(z + (r + kAhead * B) * F + h0, w);
+        prefetch(z_at((r + kAhead * B) * F + h0), z_span(w));
         prefetch(element(out, ahead, bf16.stored), w / (bf16.stored ? 2 : 1), true);
         if (res) prefetch(res + ahead, w);
       }
@@ -258,6 +281,7 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
   const SguGelu<T> act = gelu ? *gelu : SguGelu<T>{};
   GMLP_CHECK((!act.d16 || ((act.slope || s.gelu) && std::is_same_v<T, float>)));
   GMLP_CHECK(!(s.gelu && act.slope));  // the slope is made again here, not read
+  GMLP_CHECK((!bf16.z || (s.gelu && std::is_same_v<T, float>)));
   const WeightForCall<T> held(W, W + N * N);
   // With dz's rows stored as bf16 (act.d16), the float rows are made in a per-thread tile first.
   const bool dz_tile = act.d16 != nullptr;
@@ -286,7 +310,7 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
       const int64_t r = n * B + img;
       if (n + kAhead < N) {
         prefetch(dout + (r + kAhead * B) * H, H);
-        prefetch(z + (r + kAhead * B) * F, F);
+        prefetch(element(z, (r + kAhead * B) * F, bf16.z), bf16.z ? F / 2 : F);
         if (!dz_tile) prefetch(dz + (r + kAhead * B) * F, H, true);
       }
       // u and v as the forward's gate read them: z's row, or with s.gelu their GELU (and its slope
@@ -296,8 +320,8 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
       if (s.gelu) {
         T* v = sc.at(t, kV) + n * H;
         T* slope = sc.at(t, kSlope) + n * F;
-        gelu_forward_serial(v, vr, H, slope + off);
-        if (off > 0) gelu_forward_serial(sc.at(t, kU), ur, off, slope);
+        gelu_of_z(v, slope + off, z, bf16.z, r * F + off, H);
+        if (off > 0) gelu_of_z(sc.at(t, kU), slope, z, bf16.z, r * F, off);
         vr = v, ur = off > 0 ? sc.at(t, kU) : v;
       }
       layernorm_row_apply(vi + n * H, vr, mean[img * N + n], rstd[img * N + n], gamma, beta, H);
@@ -342,7 +366,7 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
       const int64_t r = n * B + img;
       if (n + kAhead < N) {
         const int64_t ahead = (r + kAhead * B) * F;
-        prefetch(z + ahead + off, H);
+        if (!s.gelu) prefetch(z + ahead + off, H);  // with s.gelu, v is in the thread's tile
         if (!dz_tile) prefetch(dz + ahead, F, true);
         if (act.slope) prefetch(element(act.slope, ahead, act.slope_bf16), act.slope_bf16 ? F / 2 : F);
         if (act.d16) prefetch(act.d16 + ahead, F, true);

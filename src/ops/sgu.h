@@ -42,6 +42,9 @@ struct SguBf16 {
   // rounded to bfloat16: a rounding of the same size (2^-9) added to a value rounded anyway, for
   // half the bytes written in the forward and read back in the backward.
   bool g = false;
+  // z, fc1's output before GELU (SguShape::gelu only), stored as bfloat16: in bf16 precision, where
+  // the activations are (bf16_activations()), as autocast keeps a linear layer's output.
+  bool z = false;
 };
 
 // out: (N, B, H) overwritten. Saved for backward, image-major because both passes run image by
