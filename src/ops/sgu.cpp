@@ -94,9 +94,9 @@ inline void prefetch(const T* p, int64_t n, bool write = false) {
 }
 constexpr int64_t kAhead = 2;  // rows ahead
 
-// Columns [c, c + n) of z's row r, fc1's output before GELU (SguShape::gelu), made GELU of into a
-// (n, may be a row of z's own floats), with GELU's slope into slope when given; z's elements are
-// bfloat16 with z16 (SguBf16::z), widened first.
+// GELU of z's elements [i, i + n) (fc1's output before GELU, SguShape::gelu) into a, and GELU's
+// slope there into slope when given. With z16 (SguBf16::z) z's elements are bfloat16, widened
+// into a first.
 template <class T>
 void gelu_of_z(T* a, T* slope, const T* z, bool z16, int64_t i, int64_t n) {
   const T* x = z + i;
