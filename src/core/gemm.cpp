@@ -153,15 +153,11 @@ void pack_b(float* dst, View b, int64_t kc, int64_t cols, int64_t nr) {
   }
 }
 
-// Depth [0, kc) × columns [0, nc) of op(B) as panels nr wide, kc·nr floats apart. Where op(B)'s
-// rows are contiguous, each row is read once, left to right, and dealt out to the panels: panel by
-// panel, a weight gradient's B (its output's gradient, thousands of rows) was read 128 bytes a
-// row, thousands of bytes apart.
-void pack_b_slice(float* dst, View b, int64_t kc, int64_t nc, int64_t nr) {
-  if (b.cs != 1 || nc <= nr) {
-    for (int64_t j = 0; j < nc; j += nr) pack_b(dst + j * kc, b.from(0, j), kc, std::min(nr, nc - j), nr);
-    return;
-  }
+// Depth [0, kc) × columns [0, nc) of op(B), its rows contiguous (cs = 1), as panels nr wide, kc·nr
+// floats apart: each row is read once, left to right, and dealt out to the panels. Panel by panel,
+// a weight gradient's B (its output's gradient, thousands of rows) was read 128 bytes a row,
+// thousands of bytes apart.
+void pack_b_rows(float* dst, View b, int64_t kc, int64_t nc, int64_t nr) {
   const float* x = b.f();
   for (int64_t k = 0; k < kc; ++k) {
     const float* src = x + k * b.rs;
@@ -176,13 +172,6 @@ void pack_b_slice(float* dst, View b, int64_t kc, int64_t nc, int64_t nr) {
       std::fill(d + cols, d + nr, 0.f);
     }
   }
-}
-
-// Columns [0, nc) of a slice of op(B), panel by panel, words(kc)·nr words apart: the formats'
-// slice packing where they have no faster one.
-template <class Format, class Word>
-void pack_b_each(const Format& f, Word* dst, View b, int64_t kc, int64_t nc) {
-  for (int64_t j = 0; j < nc; j += f.nr()) f.pack_b(dst + j * f.words(kc), b.from(0, j), kc, std::min(f.nr(), nc - j));
 }
 
 // The two packed formats the blocked product runs on. Each says what a word of a packed panel is,
@@ -208,8 +197,11 @@ struct F32 {
   static int64_t words(int64_t kc) { return kc; }
   static void pack_a(float* dst, View a, int64_t rows, int64_t kc) { gemm::pack_a<MR>(dst, a, rows, kc); }
   void pack_b(float* dst, View b, int64_t kc, int64_t cols) const { gemm::pack_b(dst, b, kc, cols, isa.nr); }
-  // A whole slice's panels, words(kc)·nr apart.
-  void pack_b_slice(float* dst, View b, int64_t kc, int64_t nc) const { gemm::pack_b_slice(dst, b, kc, nc, isa.nr); }
+  // A whole slice's panels, words(kc)·nr apart: row by row where op(B)'s rows are contiguous.
+  void pack_b_slice(float* dst, View b, int64_t kc, int64_t nc) const {
+    if (b.cs == 1 && nc > isa.nr) return pack_b_rows(dst, b, kc, nc, isa.nr);
+    for (int64_t j = 0; j < nc; j += isa.nr) pack_b(dst + j * kc, b.from(0, j), kc, std::min(isa.nr, nc - j));
+  }
   void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) const {
     isa.kernel(kc, a, b, c, ldc, accumulate);
   }
@@ -263,9 +255,15 @@ struct Bf16 {
                     : portable::pack_b_bf16(dst, src, b.rs, b.cs, kc, cols);
     });
   }
-  void pack_b_slice(uint32_t* dst, View b, int64_t kc, int64_t nc) const {
-    if (!native_bf16()) return pack_b_each(*this, dst, b, kc, nc);
-    b.visit([&](const auto* src) { pack_b_bf16_panels(dst, kNRBf16 * words(kc), src, b.rs, b.cs, kc, nc); });
+  // Columns [0, nc) of a slice as panels `panel` words apart (AMX's are deeper than words(kc)·nr).
+  static void pack_b_panels(uint32_t* dst, int64_t panel, View b, int64_t kc, int64_t nc) {
+    if (native_bf16())
+      return b.visit([&](const auto* src) { pack_b_bf16_panels(dst, panel, src, b.rs, b.cs, kc, nc); });
+    for (int64_t j = 0; j < nc; j += kNRBf16)
+      pack_b(dst + j / kNRBf16 * panel, b.from(0, j), kc, std::min<int64_t>(kNRBf16, nc - j));
+  }
+  static void pack_b_slice(uint32_t* dst, View b, int64_t kc, int64_t nc) {
+    pack_b_panels(dst, kNRBf16 * words(kc), b, kc, nc);
   }
   void tile(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) const {
     (emulated ? tile_bf16_emulated : tile_bf16)(words(kc), a, b, c, ldc, accumulate);
@@ -310,18 +308,14 @@ struct Amx {
       native_bf16() ? pack_a_amx(dst, src, a.rs, a.cs, rows, kc) : portable::pack_a_amx(dst, src, a.rs, a.cs, rows, kc);
     });
   }
-  static void pack_b(uint32_t* dst, View b, int64_t kc, int64_t cols) {
-    Bf16::pack_b(dst, b, kc, cols);
-    const int64_t pairs = (kc + 1) / 2;
-    std::memset(dst + pairs * kNRBf16, 0, size_t((words(kc) - pairs) * kNRBf16) * sizeof(uint32_t));
-  }
-  void pack_b_slice(uint32_t* dst, View b, int64_t kc, int64_t nc) const {
-    if (!native_bf16()) return pack_b_each(*this, dst, b, kc, nc);
+  // Bf16's panels, words(kc)·nr apart, each with zero pairs to its whole depth.
+  static void pack_b_slice(uint32_t* dst, View b, int64_t kc, int64_t nc) {
     const int64_t kw = words(kc), pairs = (kc + 1) / 2;
-    b.visit([&](const auto* src) { pack_b_bf16_panels(dst, kNRBf16 * kw, src, b.rs, b.cs, kc, nc); });
+    Bf16::pack_b_panels(dst, kNRBf16 * kw, b, kc, nc);
     for (int64_t j = 0; j < nc; j += kNRBf16)
       std::memset(dst + j * kw + pairs * kNRBf16, 0, size_t((kw - pairs) * kNRBf16) * sizeof(uint32_t));
   }
+  static void pack_b(uint32_t* dst, View b, int64_t kc, int64_t cols) { pack_b_slice(dst, b, kc, cols); }
   void tile(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) const {
     (emulated ? tile_amx_emulated : tile_amx)(words(kc), a, words(kc), b, c, ldc, accumulate);
   }
