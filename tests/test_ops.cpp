@@ -482,6 +482,42 @@ TEST(FastVsRef, LayerNorm) {
   EXPECT_TRUE(close("dbeta", db1, db2, tol::kFastVsRef, 10.0));
 }
 
+TEST(LayerNorm, BackwardGivesTheSameBitsOnAnyThreadCount) {
+  // Rows in several blocks of the column sums, the last one short.
+  const int64_t M = 201, C = 40;
+  Rng rng(33);
+  auto x = randn<float>(M * C, rng, 2.0), gamma = randn<float>(C, rng), beta = randn<float>(C, rng);
+  auto dy = randn<float>(M * C, rng);
+  std::vector<float> y(M * C), mean(M), rstd(M);
+  layernorm_forward(y.data(), C, mean.data(), rstd.data(), x.data(), C, gamma.data(), beta.data(), M, C, 1e-6f);
+  const int saved = num_threads();
+  std::vector<float> dx1, dg1, db1;
+  for (const int threads : {1, 2, 3}) {
+    set_threads(threads);
+    std::vector<float> dx(M * C, 0.5f), dg(C, 0.25f), db(C, -0.25f);
+    layernorm_backward(dx.data(), C, dg.data(), db.data(), dy.data(), C, x.data(), C, mean.data(), rstd.data(),
+                       gamma.data(), M, C);
+    if (threads == 1) {
+      std::vector<double> xd(x.begin(), x.end()), dyd(dy.begin(), dy.end()), gd(gamma.begin(), gamma.end());
+      std::vector<double> md(M), rd(M), yd(M * C), dxd(M * C, 0.5), dgd(C, 0.25), dbd(C, -0.25), bd(C, 0.0);
+      layernorm_forward_ref(yd.data(), C, md.data(), rd.data(), xd.data(), C, gd.data(), bd.data(), M, C, 1e-6);
+      layernorm_backward_ref(dxd.data(), C, dgd.data(), dbd.data(), dyd.data(), C, xd.data(), C, md.data(), rd.data(),
+                             gd.data(), M, C);
+      EXPECT_TRUE(close("dx", dx, dxd, tol::kFastVsRef));
+      EXPECT_TRUE(close("dgamma", dg, dgd, tol::kFastVsRef, 10.0));
+      EXPECT_TRUE(close("dbeta", db, dbd, tol::kFastVsRef, 10.0));
+      dx1 = dx, dg1 = dg, db1 = db;
+      continue;
+    }
+    for (int64_t i = 0; i < M * C; ++i) ASSERT_EQ(dx[i], dx1[i]) << threads << " threads, dx " << i;
+    for (int64_t j = 0; j < C; ++j) {
+      ASSERT_EQ(dg[j], dg1[j]) << threads << " threads, dgamma " << j;
+      ASSERT_EQ(db[j], db1[j]) << threads << " threads, dbeta " << j;
+    }
+  }
+  set_threads(saved);
+}
+
 TEST(FastVsRef, Gelu) {
   const int64_t n = 1001;
   Rng rng(12);

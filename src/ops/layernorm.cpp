@@ -1,7 +1,5 @@
 #include "ops/layernorm.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -35,39 +33,31 @@ void layernorm_forward(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t 
 template <class T>
 void layernorm_backward(T* dx, int64_t lddx, T* dgamma, T* dbeta, const T* dy, int64_t lddy, const T* x, int64_t ldx,
                         const T* mean, const T* rstd, const T* gamma, int64_t M, int64_t C, Write dx_write) {
+  // dγ, dβ are column sums, made in the pass that makes dx from each row while the row is in L1:
+  // every block of kRows rows sums its rows in order into a partial of its own, and the partials
+  // are added in block order, so any thread count gives the same bits. A pass of their own went
+  // down the rows again and read dy and x from memory a second time.
+  constexpr int64_t kRows = 64;
+  const int64_t blocks = (M + kRows - 1) / kRows;
+  thread_local std::vector<T> partials;  // per block: Σ dy·x̂, then Σ dy
+  if (partials.size() < size_t(blocks * 2 * C)) partials.resize(size_t(blocks * 2 * C));
+  T* part = partials.data();
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < M; ++i)
-    layernorm_row_backward(dx + i * lddx, static_cast<T*>(nullptr), static_cast<T*>(nullptr), dy + i * lddy,
-                           x + i * ldx, mean[i], rstd[i], gamma, C, dx_write);
-  // dγ, dβ: column sums. Each thread owns a run of whole cache lines of columns and goes down the
-  // rows in order, so every column is summed in row order whatever the thread count (the same
-  // bits), in one pass over its part of each row. Taken a cache line of columns at a time, each
-  // thread went down all the rows once per line, and the pass took three times the rows' own.
-  constexpr int64_t kLine = 64 / sizeof(T);
-  const int64_t lines = (C + kLine - 1) / kLine;
-#pragma omp parallel
-  {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t j0 = std::min(C, lines * t / nt * kLine), j1 = std::min(C, lines * (t + 1) / nt * kLine), n = j1 - j0;
-    thread_local std::vector<T> sums;  // Σ dy·x̂, then Σ dy, of the thread's columns
-    if (sums.size() < size_t(2 * n)) sums.resize(size_t(2 * n));
-    T* ag = sums.data();
-    T* ab = ag + n;
-    std::fill(ag, ag + 2 * n, T(0));
-    for (int64_t i = 0; i < M && n > 0; ++i) {
-      const T* xi = x + i * ldx + j0;
-      const T* dyi = dy + i * lddy + j0;
-      const T mu = mean[i], r = rstd[i];
+  for (int64_t k = 0; k < blocks; ++k) {
+    T* pg = part + k * 2 * C;
+    T* pb = pg + C;
+    std::fill(pg, pg + 2 * C, T(0));
+    for (int64_t i = k * kRows; i < std::min(M, (k + 1) * kRows); ++i)
+      layernorm_row_backward(dx + i * lddx, pg, pb, dy + i * lddy, x + i * ldx, mean[i], rstd[i], gamma, C, dx_write);
+  }
+  for (int64_t k = 1; k < blocks; ++k) {
+    const T* q = part + k * 2 * C;
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) {
-        ag[j] += dyi[j] * (xi[j] - mu) * r;
-        ab[j] += dyi[j];
-      }
-    }
-    for (int64_t j = 0; j < n; ++j) {
-      dgamma[j0 + j] += ag[j];
-      dbeta[j0 + j] += ab[j];
-    }
+    for (int64_t j = 0; j < 2 * C; ++j) part[j] += q[j];
+  }
+  for (int64_t j = 0; j < C && blocks > 0; ++j) {
+    dgamma[j] += part[j];
+    dbeta[j] += part[C + j];
   }
 }
 
