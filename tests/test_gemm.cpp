@@ -328,6 +328,60 @@ TEST_P(Gemm, StoredOutputGivesTheBitsOfRoundingTheFloats) {
     }
 }
 
+// A column bias (Epilogue::column_bias) adds bias[j] to each finished C[i][j]: on float C as a pass
+// over each block, and where C is stored as bfloat16 in the pass that rounds the block there. Both
+// give the bits of the plain product with the bias added afterwards (and then rounded), on 1 and 2
+// threads, in one block of rows and several, across the N block, with B packed beforehand or not.
+TEST_P(Gemm, ColumnBiasGivesTheBitsOfAddingItAfterTheProduct) {
+  const Format f = GetParam();
+  const int threads = omp_get_max_threads();
+  uint64_t seed = 600;
+  for (Case c : {Case{false, true, false, 49, 512, 128}, Case{false, true, false, 400, 520, 128},
+                 Case{false, false, false, 300, 200, 300}, Case{true, false, false, 130, 3100, 20},
+                 Case{false, true, false, 7, 45, 64}})
+    for (const bool packed_b : {false, true}) {
+      SCOPED_TRACE(testing::Message() << c.M << "x" << c.N << "x" << c.K << " ta " << c.ta << " tb " << c.tb
+                                      << (packed_b ? ", B packed" : ""));
+      const Operands o = make(c, seed++);
+      std::vector<float> bias(size_t(c.N));
+      Rng rng(seed++);
+      for (float& v : bias) v = float(rng.normal());
+      std::vector<float> want = run(f, c, o);
+      for (int64_t i = 0; i < c.M; ++i)
+        for (int64_t j = 0; j < c.N; ++j) want[i * o.ldc + j] += bias[j];
+      constexpr uint16_t kPad = 0x7fc1;  // a NaN no rounding gives
+      std::vector<uint16_t> want16(o.C.size(), kPad);
+      for (int64_t i = 0; i < c.M; ++i) gemm::round_to_bf16(&want16[i * o.ldc], &want[i * o.ldc], c.N);
+      const gemm::Epilogue epilogue = gemm::Epilogue::column_bias(bias.data());
+      ASSERT_EQ(epilogue.bias(), bias.data());
+      const std::unique_ptr<gemm::Packed> pack =
+          packed_b ? std::make_unique<gemm::Packed>(gemm::Side::b, f != Format::f32, c.tb, c.K, c.N, o.B.data(), o.ldb)
+                   : nullptr;
+      for (const int t : {1, 2}) {
+        omp_set_num_threads(t);
+        std::vector<float> got = o.C;
+        if (pack)
+          gemm::multiply(c.ta, c.M, o.A.data(), o.lda, *pack, false, got.data(), o.ldc, &epilogue);
+        else
+          product(f, c, o, got.data(), &epilogue);
+        std::vector<uint16_t> got16(o.C.size(), kPad);
+        const auto out = Output<float>::bf16(got16.data());
+        if (pack)
+          gemm::multiply(c.ta, c.M, o.A.data(), o.lda, *pack, false, out, o.ldc, &epilogue);
+        else if (f != Format::f32)
+          gemm::bf16gemm(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, false, out, o.ldc, &epilogue);
+        omp_set_num_threads(threads);
+        for (int64_t i = 0; i < c.M; ++i)
+          ASSERT_EQ(0, std::memcmp(&want[i * o.ldc], &got[i * o.ldc], size_t(c.N) * sizeof(float)))
+              << "float C, row " << i << " on " << t << " threads";
+        if (pack || f != Format::f32) {
+          ASSERT_EQ(0, std::memcmp(want16.data(), got16.data(), want16.size() * sizeof(uint16_t)))
+              << "bf16 C on " << t << " threads";
+        }
+      }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, Gemm, ::testing::Values(Format::f32, Format::bf16, Format::amx), name);
 
 // Each fp32 tile the CPU can run (AVX2's 6 × 16, and AVX-512's 12 × 32 where it has AVX-512) gives
@@ -395,8 +449,8 @@ TEST(F32Tiles, EveryElementGetsItsFusedMultiplyAddChainInOrder) {
 
 // round_to_bf16 rounds as vcvtne2ps2bf16 does (float_to_bf16_daz): to nearest, ties to even, on
 // normal numbers, infinities and the halfway cases, denormals to zeros of their sign; at every
-// length (the masked tail), with a scale and a sum. Where the CPU has AVX512-BF16 this holds the
-// instruction to the rule the portable rounding follows, and elsewhere the portable rounding.
+// length (the masked tail), with a scale and a sum, and with a bias added first. Where the CPU has AVX512-BF16 this
+// holds the instruction to the rule the portable rounding follows, and elsewhere the portable rounding.
 TEST(Bf16Storage, RoundToBf16RoundsAsTheInstruction) {
   Rng rng(7);
   std::vector<float> x;
@@ -429,6 +483,17 @@ TEST(Bf16Storage, RoundToBf16RoundsAsTheInstruction) {
       ASSERT_EQ(got[i], float_to_bf16_daz(y)) << "scaled element " << i;
       ASSERT_EQ(sum[i], sum_ref[i] + y) << "summed element " << i;
     }
+  }
+  // With a bias (round_to_bf16_adding): x + bias rounded, the instruction's and the portable code's.
+  for (const size_t m : {n, size_t(5), size_t(32)}) {
+    std::vector<uint16_t> native(m + 1, 0xabcd), portable(m + 1, 0xabcd);
+    gemm::round_to_bf16_adding(native.data(), x.data(), scale.data(), int64_t(m));
+    gemm::portable::round_to_bf16_adding(portable.data(), x.data(), scale.data(), int64_t(m));
+    for (size_t i = 0; i < m; ++i) {
+      ASSERT_EQ(native[i], float_to_bf16_daz(x[i] + scale[i])) << "biased element " << i << " of " << m;
+      ASSERT_EQ(portable[i], native[i]) << "biased element " << i << " of " << m;
+    }
+    EXPECT_EQ(native[m], 0xabcd) << "wrote past m = " << m;
   }
 }
 

@@ -441,6 +441,12 @@ float* stored_block(int64_t n) {
 // A block of C whose sums are final, lying at c (rows ld apart): the epilogue on it, then, where C
 // is stored as bfloat16, its rows rounded there.
 void finish(const Problem& p, float* c, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const float* bias = p.epilogue ? p.epilogue->bias() : nullptr;
+  if (p.C16 && bias) {  // the bias added as the block is rounded (Epilogue::column_bias)
+    for (int64_t r = r0; r < r1; ++r)
+      round_to_bf16_adding(p.C16 + r * p.ldc + c0, c + (r - r0) * ld, bias + c0, c1 - c0);
+    return;
+  }
   if (p.epilogue) (*p.epilogue)(Block{c, ld, r0, r1, c0, c1});
   if (p.C16)
     for (int64_t r = r0; r < r1; ++r) round_to_bf16(p.C16 + r * p.ldc + c0, c + (r - r0) * ld, c1 - c0);
@@ -636,6 +642,24 @@ void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const float* scal
 }
 void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum) {
   native_bf16() ? round_to_bf16_avx512(dst, src, n, scale, sum) : portable::round_to_bf16(dst, src, n, scale, sum);
+}
+
+void round_to_bf16_adding(uint16_t* dst, const float* src, const float* bias, int64_t n) {
+  native_bf16() ? round_to_bf16_adding_avx512(dst, src, bias, n) : portable::round_to_bf16_adding(dst, src, bias, n);
+}
+
+Epilogue Epilogue::column_bias(const float* bias) {
+  Epilogue e;
+  e.f_ = e.bias_ = bias;
+  e.call_ = [](const void* f, const Block& b) {
+    const float* bias = static_cast<const float*>(f) + b.c0;
+    for (int64_t r = b.r0; r < b.r1; ++r) {
+      float* row = b.row<float>(r);
+#pragma omp simd
+      for (int64_t j = 0; j < b.c1 - b.c0; ++j) row[j] += bias[j];
+    }
+  };
+  return e;
 }
 
 void round_rows_to_bf16(uint16_t* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {

@@ -306,16 +306,18 @@ inline __m512 load16(const uint16_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-// Elements [i, i + 32) of round_to_bf16, of which the lanes of m0 and m1 (masked only at the end of
-// a row: a masked store does not forward to the next row's load of the same sums).
+// Elements [i, i + 32) of round_to_bf16 (with bias, of round_to_bf16_adding), of which the lanes of
+// m0 and m1 (masked only at the end of a row: a masked store does not forward to the next row's
+// load of the same sums).
 template <bool Masked, class Scale>
-inline void round32(uint16_t* dst, const float* src, int64_t i, const Scale* scale, float* sum, __mmask16 m0,
-                    __mmask16 m1) {
+inline void round32(uint16_t* dst, const float* src, int64_t i, const Scale* scale, float* sum, const float* bias,
+                    __mmask16 m0, __mmask16 m1) {
   auto load = [&](const auto* p, __mmask16 m) { return load16<Masked>(p, m); };
   auto store = [&](float* p, __mmask16 m, __m512 x) {
     Masked ? _mm512_mask_storeu_ps(p, m, x) : _mm512_storeu_ps(p, x);
   };
   __m512 x0 = load(src + i, m0), x1 = load(src + i + 16, m1);
+  if (bias) x0 = _mm512_add_ps(x0, load(bias + i, m0)), x1 = _mm512_add_ps(x1, load(bias + i + 16, m1));
   if (scale) x0 = _mm512_mul_ps(x0, load(scale + i, m0)), x1 = _mm512_mul_ps(x1, load(scale + i + 16, m1));
   if (sum) {
     store(sum + i, m0, _mm512_add_ps(load(sum + i, m0), x0));
@@ -331,10 +333,11 @@ inline void round32(uint16_t* dst, const float* src, int64_t i, const Scale* sca
 
 namespace {
 template <class Scale>
-void round_rows(uint16_t* dst, const float* src, int64_t n, const Scale* scale, float* sum) {
+void round_rows(uint16_t* dst, const float* src, int64_t n, const Scale* scale, float* sum,
+                const float* bias = nullptr) {
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) round32<false>(dst, src, i, scale, sum, 0xffff, 0xffff);
-  if (i < n) round32<true>(dst, src, i, scale, sum, first16(n - i), first16(n - i - 16));
+  for (; i + 32 <= n; i += 32) round32<false>(dst, src, i, scale, sum, bias, 0xffff, 0xffff);
+  if (i < n) round32<true>(dst, src, i, scale, sum, bias, first16(n - i), first16(n - i - 16));
 }
 }  // namespace
 
@@ -343,6 +346,9 @@ void round_to_bf16_avx512(uint16_t* dst, const float* src, int64_t n, const floa
 }
 void round_to_bf16_avx512(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum) {
   round_rows(dst, src, n, scale, sum);
+}
+void round_to_bf16_adding_avx512(uint16_t* dst, const float* src, const float* bias, int64_t n) {
+  round_rows(dst, src, n, static_cast<const float*>(nullptr), nullptr, bias);
 }
 
 }  // namespace gmlp::gemm

@@ -130,6 +130,10 @@ void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const Scale* scal
   }
 }
 
+void round_to_bf16_adding(uint16_t* dst, const float* src, const float* bias, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16_daz(src[i] + bias[i]);
+}
+
 #define GMLP_INSTANTIATE(S)                                                              \
   template void pack_a_bf16<S>(uint32_t*, const S*, int64_t, int64_t, int64_t, int64_t); \
   template void pack_a_amx<S>(uint32_t*, const S*, int64_t, int64_t, int64_t, int64_t);  \

@@ -144,6 +144,7 @@ void pack_a_amx(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int6
 // gemm::round_to_bf16 with AVX512-BF16's vcvtne2ps2bf16 (gemm_avx512bf16.cpp).
 void round_to_bf16_avx512(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum);
 void round_to_bf16_avx512(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum);
+void round_to_bf16_adding_avx512(uint16_t* dst, const float* src, const float* bias, int64_t n);
 
 // The formats' packing and gemm::round_to_bf16 in portable code (gemm_emulated.cpp), for the
 // emulated kernels on a CPU without AVX512-BF16: the same words as the functions of those names
@@ -158,6 +159,7 @@ template <class Src>
 void pack_b_bf16(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t kc, int64_t cols);
 template <class Scale>
 void round_to_bf16(uint16_t* dst, const float* src, int64_t n, const Scale* scale, float* sum);
+void round_to_bf16_adding(uint16_t* dst, const float* src, const float* bias, int64_t n);
 }  // namespace portable
 
 }  // namespace gmlp::gemm

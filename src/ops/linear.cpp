@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -67,7 +68,10 @@ template <class T>
 void linear_forward(OutputOf<T> y, OperandOf<T> x, const T* W, const T* b, int64_t M, int64_t in, int64_t out,
                     Activation act, T* slope, bool slope_bf16, const T* add) {
   const auto apply = layer_output(out, b, BiasPer::column, act, slope, slope_bf16, add);
-  const gemm::Epilogue epilogue(apply);
+  gemm::Epilogue epilogue(apply);
+  // The bias alone on a y stored as bfloat16: the product adds it as it rounds (Epilogue::column_bias).
+  if constexpr (std::is_same_v<T, float>)
+    if (y.is_bf16() && b && act == Activation::none && !add) epilogue = gemm::Epilogue::column_bias(b);
   const bool fused = b || act != Activation::none || add;
   matmul<T>(false, true, M, out, in, x, in, W, in, T(0), y, out, fused ? &epilogue : nullptr);
 }
