@@ -117,12 +117,14 @@ using Setup = std::function<Call(Buffers&)>;
 
 constexpr double kF = sizeof(float);
 
-void add(const std::string& op, const Shape& s, const char* pass, bool ref, double flops, double bytes,
-         const Setup& setup) {
+// variant: "fast", its serial twin "ref", or a variant of the fast version (the gate as a training
+// step runs it, "train_f32" and "train_bf16").
+void add(const std::string& op, const Shape& s, const char* pass, const std::string& variant, double flops,
+         double bytes, const Setup& setup) {
+  const bool ref = variant == "ref";
   for (const int threads : {1, 2}) {
     if (ref && threads > 1) continue;  // the _ref loops are serial
-    const std::string name =
-        op + "/" + s.name + "/" + pass + "/" + (ref ? "ref" : "fast") + "/threads:" + std::to_string(threads);
+    const std::string name = op + "/" + s.name + "/" + pass + "/" + variant + "/threads:" + std::to_string(threads);
     benchmark::RegisterBenchmark(
         name.c_str(),
         [=](benchmark::State& st) {
@@ -143,7 +145,7 @@ void add(const std::string& op, const Shape& s, const char* pass, bool ref, doub
 void add_both(const std::string& op, const Shape& s, const char* pass, double flops, double bytes,
               const std::function<Call(Buffers&, bool)>& setup) {
   for (const bool ref : {false, true})
-    add(op, s, pass, ref, flops, bytes, [setup, ref](Buffers& b) { return setup(b, ref); });
+    add(op, s, pass, ref ? "ref" : "fast", flops, bytes, [setup, ref](Buffers& b) { return setup(b, ref); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -191,6 +193,65 @@ void register_heavy(const Shape& s) {
              sgu_forward(out, mean, rstd, g, z, gamma, beta, W, bias, sg, 1e-5f);
              return [=] { sgu_backward(dz, dgamma, dbeta, dW, db, dout, z, mean, rstd, g, gamma, beta, W, sg); };
            });
+  // The gate as gMLP's training step runs it (GatingMlp in nn/branches.cpp): z is fc1's output
+  // before GELU, which the gate applies as it reads each row and its backward again with GELU's
+  // slope, summing fc1's bias gradient on the way. In bf16 (train_bf16, where the CPU has a bf16
+  // product) z, g and out are stored as bfloat16, the token products are bf16, and backward stores
+  // dz as bfloat16 for fc1's products. GELU adds 5 per element of (M, F) forward and 12 backward.
+  for (const bool bf16 : {false, true}) {
+    if (bf16 && !(gemm::bf16_available() && cpu_has_bf16())) continue;
+    const char* variant = bf16 ? "train_bf16" : "train_f32";
+    SguShape st = sg;
+    st.gelu = true;
+    const SguBf16 stored{bf16, bf16, bf16};
+    const double e = bf16 ? 2 : kF;  // bytes of a stored element
+    // z (as the forward makes it, or rounded into a bfloat16 buffer) and the saved mean, rstd, g.
+    struct Saved {
+      float *z, *mean, *rstd, *g, *out;
+    };
+    auto saved = [=](Buffers& b) {
+      float* zf = b.uniform(M * F, -3.f, 3.f);
+      float* z = zf;
+      if (bf16) z = b.fill((M * F + 1) / 2, 0), gemm::round_to_bf16(reinterpret_cast<uint16_t*>(z), zf, M * F);
+      return Saved{z, b.fill(M, 0), b.fill(M, 0), b.fill(M * H, 0), b.fill(M * H, 0)};
+    };
+    // The products' precision, the step's while the call runs.
+    auto in_precision = [bf16](auto&& f) {
+      set_matmul_precision(bf16 ? Precision::bf16 : Precision::f32);
+      f();
+      set_matmul_precision(Precision::f32);
+    };
+    add("sgu", s, "fwd", variant, 2.0 * B * N * N * H + 10.0 * M * H + 5.0 * M * F,
+        e * (M * F + 2 * M * H) + kF * 2 * M + sgu_param_bytes, [=](Buffers& b) -> Call {
+          const Saved v = saved(b);
+          float *gamma = b.uniform(H), *beta = b.uniform(H), *W = b.uniform(N * N, -0.1f, 0.1f), *bias = b.uniform(N);
+          return [=] {
+            in_precision([&] {
+              sgu_forward(v.out, v.mean, v.rstd, v.g, v.z, gamma, beta, W, bias, st, 1e-5f,
+                          static_cast<const float*>(nullptr), stored);
+            });
+          };
+        });
+    add("sgu", s, "bwd", variant, 4.0 * B * N * N * H + 20.0 * M * H + 12.0 * M * F,
+        kF * (M * H + 2 * M + F) + e * (M * F + M * H + M * F) + sgu_param_bytes, [=](Buffers& b) -> Call {
+          const Saved v = saved(b);
+          float *gamma = b.uniform(H), *beta = b.uniform(H), *W = b.uniform(N * N, -0.1f, 0.1f), *bias = b.uniform(N);
+          float *dz = b.fill(M * F, 0), *dgamma = b.fill(H, 0), *dbeta = b.fill(H, 0), *dW = b.fill(N * N, 0),
+                *db = b.fill(N, 0), *dbias = b.fill(F, 0), *dout = b.uniform(M * H);
+          uint16_t* d16 = bf16 ? reinterpret_cast<uint16_t*>(b.fill((M * F + 1) / 2, 0)) : nullptr;
+          in_precision([&] {
+            sgu_forward(v.out, v.mean, v.rstd, v.g, v.z, gamma, beta, W, bias, st, 1e-5f,
+                        static_cast<const float*>(nullptr), stored);
+          });
+          return [=] {
+            const SguGelu<float> gelu{nullptr, false, dbias, d16};
+            in_precision([&] {
+              sgu_backward(dz, dgamma, dbeta, dW, db, dout, v.z, v.mean, v.rstd, v.g, gamma, beta, W, st,
+                           static_cast<float*>(nullptr), stored, &gelu);
+            });
+          };
+        });
+  }
 
   // layernorm over D per row: 8 per element forward, 19 backward (dx, dγ, dβ).
   add_both("layernorm", s, "fwd", 8.0 * M * D, kF * (2 * M * D + 2 * D + 2 * M), [=](Buffers& b, bool ref) -> Call {
@@ -243,18 +304,18 @@ void register_heavy(const Shape& s) {
   // softmax and cross-entropy over the head's logits: (B, K) for images, the masked-token chunk
   // (kMlmChunk, V) for text. softmax 4 per element; cross-entropy 5 forward, 2 backward.
   const int64_t rows = s.text ? TextModel<float>::kMlmChunk : B, K = s.K;
-  add("softmax", s, "fwd", false, 4.0 * rows * K, kF * 2 * rows * K, [=](Buffers& b) -> Call {
+  add("softmax", s, "fwd", "fast", 4.0 * rows * K, kF * 2 * rows * K, [=](Buffers& b) -> Call {
     float *p = b.fill(rows * K, 0), *l = b.uniform(rows * K, -5.f, 5.f);
     return [=] {
       for (int64_t r = 0; r < rows; ++r) softmax_row(p + r * K, l + r * K, K);
     };
   });
-  add("cross_entropy", s, "fwd", false, 5.0 * rows * K, kF * (2 * rows * K + rows), [=](Buffers& b) -> Call {
+  add("cross_entropy", s, "fwd", "fast", 5.0 * rows * K, kF * (2 * rows * K + rows), [=](Buffers& b) -> Call {
     float *probs = b.fill(rows * K, 0), *logits = b.uniform(rows * K, -5.f, 5.f);
     const int32_t* labels = b.ints(rows, K);
     return [=] { benchmark::DoNotOptimize(cross_entropy_forward(probs, logits, labels, rows, K, 0.1f)); };
   });
-  add("cross_entropy", s, "bwd", false, 2.0 * rows * K, kF * (2 * rows * K + rows), [=](Buffers& b) -> Call {
+  add("cross_entropy", s, "bwd", "fast", 2.0 * rows * K, kF * (2 * rows * K + rows), [=](Buffers& b) -> Call {
     float *dlogits = b.fill(rows * K, 0), *probs = b.fill(rows * K, 0), *logits = b.uniform(rows * K, -5.f, 5.f);
     const int32_t* labels = b.ints(rows, K);
     cross_entropy_forward(probs, logits, labels, rows, K, 0.1f);

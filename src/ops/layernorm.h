@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
+#include "core/row_sum.h"
 #include "core/write.h"
 
 namespace gmlp {
@@ -31,12 +33,12 @@ inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, co
 // The row's statistics alone, layernorm_row's first steps (the same bits): for a caller that
 // normalises only some of the row's columns, with layernorm_row_apply.
 template <class T>
-inline void layernorm_row_stats(T* mean, T* rstd, const T* x, int64_t C, T eps);
+[[gnu::always_inline]] inline void layernorm_row_stats(T* mean, T* rstd, const T* x, int64_t C, T eps);
 // dx = ∂L/∂x (Write::overwrite) or dx += ∂L/∂x (Write::accumulate). dgamma and dbeta, when
 // given, accumulate the row's Σ dy·x̂ and Σ dy.
 template <class T>
-inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, T mean, T rstd, const T* gamma,
-                                   int64_t C, Write dx_write);
+[[gnu::always_inline]] inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, T mean,
+                                                          T rstd, const T* gamma, int64_t C, Write dx_write);
 
 template <class T>
 void layernorm_forward_ref(T* y, int64_t ldy, T* mean, T* rstd, const T* x, int64_t ldx, const T* gamma, const T* beta,
@@ -54,16 +56,23 @@ inline void layernorm_row_apply(T* y, const T* x, T mean, T rstd, const T* gamma
 }
 
 template <class T>
-inline void layernorm_row_stats(T* mean, T* rstd, const T* x, int64_t C, T eps) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t c = 0; c < C; ++c) s += x[c];
-  const T mu = s / T(C);
-  T ss = 0;  // two passes: the variance of the centred values does not cancel
-#pragma omp simd reduction(+ : ss)
-  for (int64_t c = 0; c < C; ++c) ss += (x[c] - mu) * (x[c] - mu);
+[[gnu::always_inline]] inline void layernorm_row_stats(T* mean, T* rstd, const T* x, int64_t C, T eps) {
+  const T mu = row_sum(x, C) / T(C);
+  T ss[1];  // two passes: the variance of the centred values does not cancel
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512 m = _mm512_set1_ps(mu);
+    row_sums_avx512<1>(C, ss, [&](int64_t c, __mmask16 k) {
+      const __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + c), m);
+      return _mm512_mul_ps(d, d);
+    });
+  } else
+#endif
+  {
+    row_sums_scalar<1>(C, ss, [&](int64_t c, int) { return (x[c] - mu) * (x[c] - mu); });
+  }
   *mean = mu;
-  *rstd = T(1) / std::sqrt(ss / T(C) + eps);
+  *rstd = T(1) / std::sqrt(ss[0] / T(C) + eps);
 }
 
 template <class T>
@@ -73,20 +82,28 @@ inline void layernorm_row(T* y, T* mean, T* rstd, const T* x, const T* gamma, co
 }
 
 template <class T>
-inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, T mean, T rstd, const T* gamma,
-                                   int64_t C, Write dx_write) {
+[[gnu::always_inline]] inline void layernorm_row_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, T mean,
+                                                          T rstd, const T* gamma, int64_t C, Write dx_write) {
   // fwd: x̂ = (x - μ)·r;  y = x̂·γ + β
   //  =>  dx = r · (dŷ - mean(dŷ) - x̂ · mean(dŷ·x̂)),  dŷ = dy·γ
   const T mu = mean, r = rstd;
-  T s1 = 0, s2 = 0;
-#pragma omp simd reduction(+ : s1, s2)
-  for (int64_t c = 0; c < C; ++c) {
-    const T dxh = dy[c] * gamma[c];
-    s1 += dxh;
-    s2 += dxh * (x[c] - mu) * r;
+  T s[2];  // Σ dŷ and Σ dŷ·x̂
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512 m = _mm512_set1_ps(mu), rv = _mm512_set1_ps(r);
+    row_sums_avx512<2>(C, s, [&](int64_t c, __mmask16 k) {
+      const __m512 dxh = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dy + c), _mm512_maskz_loadu_ps(k, gamma + c));
+      return TermPair{dxh, _mm512_mul_ps(_mm512_mul_ps(dxh, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + c), m)), rv)};
+    });
+  } else
+#endif
+  {
+    row_sums_scalar<2>(C, s, [&](int64_t c, int k) {
+      const T dxh = dy[c] * gamma[c];
+      return k == 0 ? dxh : dxh * (x[c] - mu) * r;
+    });
   }
-  s1 /= T(C);
-  s2 /= T(C);
+  const T s1 = s[0] / T(C), s2 = s[1] / T(C);
   // dx, and dγ, dβ where asked for, in one pass over dy and x.
   const auto pass = [&](auto write) {
 #pragma omp simd

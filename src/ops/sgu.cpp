@@ -15,6 +15,7 @@
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/matmul.h"
+#include "core/row_sum.h"
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
 
@@ -351,10 +352,7 @@ void sgu_backward(T* dz, T* dgamma, T* dbeta, T* dW, T* db, const T* dout, const
           break;
       }
       // fwd: g = W·v̂ + b  =>  db[n] += Σ_h dg[n];  dW += dg·v̂ᵀ;  dv̂ = Wᵀ·dg
-      T acc = 0;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t h = 0; h < H; ++h) acc += dgr[h];
-      dbt[n] += acc;
+      dbt[n] += row_sum(dgr, H);
     }
     matmul<T>(false, true, N, N, H, dg, ldg, vi, H, T(1), dWt, N);
     T* dvn = sc.at(t, kDvn);
