@@ -524,32 +524,55 @@ TEST(LayerNorm, BackwardGivesTheSameBitsOnAnyThreadCount) {
 // row_sum (core/row_sum.h) adds in the order it states, whatever the CPU: element c into partial
 // sum c mod 64 (floats) or c mod 32 (doubles), four vectors of them added (0 + 2) + (1 + 3), then the
 // lanes of the result added pairwise, each time the upper half onto the lower. Checked against
-// that order spelt out here, bit for bit, for the AVX-512 code and the scalar code alike, at
-// lengths with and without a short last block and fewer blocks than vectors, with NaN past the
-// row (never read), and against the double sum within the float-sum bound.
+// that order spelt out here, bit for bit, for the vector code (AVX-512 or AVX2, whichever this
+// build has) and the portable code alike, one sum and two at once, at lengths with and without a
+// short last block and fewer blocks than vectors, with NaN past the row (never read), and against
+// the double sum within the float-sum bound.
+template <class T>
+T sum_in_the_stated_order(const std::vector<T>& x, int64_t n) {
+  constexpr int64_t W = 64 / int64_t(sizeof(T));
+  std::vector<T> part(size_t(4 * W), T(0));  // part[g·W + l]: vector g, lane l
+  for (int64_t c = 0; c < n; ++c) part[size_t((c / W) % 4 * W + c % W)] += x[size_t(c)];
+  std::vector<T> v(static_cast<size_t>(W));
+  for (int64_t l = 0; l < W; ++l)
+    v[size_t(l)] = (part[size_t(l)] + part[size_t(2 * W + l)]) + (part[size_t(W + l)] + part[size_t(3 * W + l)]);
+  for (int64_t w = W / 2; w >= 1; w /= 2)
+    for (int64_t l = 0; l < w; ++l) v[size_t(l)] += v[size_t(l + w)];
+  return v[0];
+}
+
 template <class T>
 void expect_row_sums_in_their_order() {
   constexpr int64_t W = 64 / int64_t(sizeof(T));
   Rng rng(41);
-  for (const int64_t n : {1, 5, 15, 16, 17, 40, 63, 64, 65, 100, 127, 128, 129, 200, 255, 256, 257, 513}) {
+  for (const int64_t n : {1, 5, 8, 9, 15, 16, 17, 24, 40, 63, 64, 65, 100, 127, 128, 129, 200, 255, 256, 257, 513}) {
     SCOPED_TRACE(testing::Message() << n << " elements of " << sizeof(T) << " bytes");
-    std::vector<T> x(size_t(n + 2 * W), std::numeric_limits<T>::quiet_NaN());
-    for (int64_t c = 0; c < n; ++c) x[size_t(c)] = T(rng.normal() * std::ldexp(1.0, int(c % 7) - 3));
-    std::vector<T> part(size_t(4 * W), T(0));  // part[g·W + l]: vector g, lane l
-    for (int64_t c = 0; c < n; ++c) part[size_t((c / W) % 4 * W + c % W)] += x[size_t(c)];
-    std::vector<T> v(static_cast<size_t>(W));
-    for (int64_t l = 0; l < W; ++l)
-      v[size_t(l)] = (part[size_t(l)] + part[size_t(2 * W + l)]) + (part[size_t(W + l)] + part[size_t(3 * W + l)]);
-    for (int64_t w = W / 2; w >= 1; w /= 2)
-      for (int64_t l = 0; l < w; ++l) v[size_t(l)] += v[size_t(l + w)];
-    T scalar[1];
-    row_sums_scalar<1>(n, scalar, [&](int64_t c, int) { return x[size_t(c)]; });
-    for (const T got : {row_sum(x.data(), n), scalar[0]})
-      ASSERT_EQ(0, std::memcmp(&got, &v[0], sizeof(T))) << got << " against " << v[0];
+    std::vector<T> x(size_t(n + 2 * W), std::numeric_limits<T>::quiet_NaN()), y = x;
+    for (int64_t c = 0; c < n; ++c) {
+      x[size_t(c)] = T(rng.normal() * std::ldexp(1.0, int(c % 7) - 3));
+      y[size_t(c)] = T(rng.normal());
+    }
+    const T want = sum_in_the_stated_order(x, n), want_y = sum_in_the_stated_order(y, n);
+    const auto same = [](T got, T w) { return std::memcmp(&got, &w, sizeof(T)) == 0; };
+    T one[1], two[2];
+    row_sums_scalar<1>(n, one, [&](int64_t c, int) { return x[size_t(c)]; });
+    row_sums_scalar<2>(n, two, [&](int64_t c, int k) { return k == 0 ? x[size_t(c)] : y[size_t(c)]; });
+    EXPECT_TRUE(same(one[0], want)) << "portable: " << one[0] << " against " << want;
+    EXPECT_TRUE(same(two[0], want) && same(two[1], want_y)) << "portable, two sums: " << two[0] << ", " << two[1];
+    EXPECT_TRUE(same(row_sum(x.data(), n), want)) << "row_sum: " << row_sum(x.data(), n) << " against " << want;
+#if defined(GMLP_ROW_SUM_SIMD)
+    if constexpr (std::is_same_v<T, float>) {
+      float pair[2];
+      row_sums_simd<2>(n, pair, [&](int64_t c, SimdLanes::Mask m) {
+        return TermPair{SimdLanes::load(m, x.data() + c), SimdLanes::load(m, y.data() + c)};
+      });
+      EXPECT_TRUE(same(pair[0], want) && same(pair[1], want_y)) << "vector, two sums: " << pair[0] << ", " << pair[1];
+    }
+#endif
     double exact = 0, magnitude = 0;
     for (int64_t c = 0; c < n; ++c) exact += double(x[size_t(c)]), magnitude += std::abs(double(x[size_t(c)]));
     const double u = std::ldexp(1.0, -std::numeric_limits<T>::digits);
-    EXPECT_LE(std::abs(double(v[0]) - exact), double(n) * u / (1 - double(n) * u) * magnitude);
+    EXPECT_LE(std::abs(double(want) - exact), double(n) * u / (1 - double(n) * u) * magnitude);
   }
 }
 

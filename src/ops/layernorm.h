@@ -59,12 +59,13 @@ template <class T>
 [[gnu::always_inline]] inline void layernorm_row_stats(T* mean, T* rstd, const T* x, int64_t C, T eps) {
   const T mu = row_sum(x, C) / T(C);
   T ss[1];  // two passes: the variance of the centred values does not cancel
-#if defined(__AVX512F__)
+#if defined(GMLP_ROW_SUM_SIMD)
   if constexpr (std::is_same_v<T, float>) {
-    const __m512 m = _mm512_set1_ps(mu);
-    row_sums_avx512<1>(C, ss, [&](int64_t c, __mmask16 k) {
-      const __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + c), m);
-      return _mm512_mul_ps(d, d);
+    using V = SimdLanes;
+    const V::Vec m = V::set1(mu);
+    row_sums_simd<1>(C, ss, [&](int64_t c, V::Mask k) {
+      const V::Vec d = V::keep(k, V::sub(V::load(k, x + c), m));
+      return V::mul(d, d);
     });
   } else
 #endif
@@ -88,12 +89,13 @@ template <class T>
   //  =>  dx = r · (dŷ - mean(dŷ) - x̂ · mean(dŷ·x̂)),  dŷ = dy·γ
   const T mu = mean, r = rstd;
   T s[2];  // Σ dŷ and Σ dŷ·x̂
-#if defined(__AVX512F__)
+#if defined(GMLP_ROW_SUM_SIMD)
   if constexpr (std::is_same_v<T, float>) {
-    const __m512 m = _mm512_set1_ps(mu), rv = _mm512_set1_ps(r);
-    row_sums_avx512<2>(C, s, [&](int64_t c, __mmask16 k) {
-      const __m512 dxh = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dy + c), _mm512_maskz_loadu_ps(k, gamma + c));
-      return TermPair{dxh, _mm512_mul_ps(_mm512_mul_ps(dxh, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + c), m)), rv)};
+    using V = SimdLanes;
+    const V::Vec m = V::set1(mu), rv = V::set1(r);
+    row_sums_simd<2>(C, s, [&](int64_t c, V::Mask k) {
+      const V::Vec dxh = V::mul(V::load(k, dy + c), V::load(k, gamma + c));
+      return TermPair{dxh, V::mul(V::mul(dxh, V::sub(V::load(k, x + c), m)), rv)};
     });
   } else
 #endif
