@@ -555,8 +555,8 @@ void expect_row_sums_in_their_order() {
     const T want = sum_in_the_stated_order(x, n), want_y = sum_in_the_stated_order(y, n);
     const auto same = [](T got, T w) { return std::memcmp(&got, &w, sizeof(T)) == 0; };
     T one[1], two[2];
-    row_sums_scalar<1>(n, one, [&](int64_t c, int) { return x[size_t(c)]; });
-    row_sums_scalar<2>(n, two, [&](int64_t c, int k) { return k == 0 ? x[size_t(c)] : y[size_t(c)]; });
+    row_sums_portable<1>(n, one, [&](int64_t c, int) { return x[size_t(c)]; });
+    row_sums_portable<2>(n, two, [&](int64_t c, int k) { return k == 0 ? x[size_t(c)] : y[size_t(c)]; });
     EXPECT_TRUE(same(one[0], want)) << "portable: " << one[0] << " against " << want;
     EXPECT_TRUE(same(two[0], want) && same(two[1], want_y)) << "portable, two sums: " << two[0] << ", " << two[1];
     EXPECT_TRUE(same(row_sum(x.data(), n), want)) << "row_sum: " << row_sum(x.data(), n) << " against " << want;

@@ -27,7 +27,7 @@ namespace gmlp {
 // out[k] = Σ_c term(c, k) over c < n, in the order above, in code the compiler vectorises over a
 // block's lanes. The partial sums live in memory, so this is slower than the vector code below.
 template <int K, class T, class Term>
-[[gnu::always_inline]] inline void row_sums_scalar(int64_t n, T (&out)[K], const Term& term) {
+[[gnu::always_inline]] inline void row_sums_portable(int64_t n, T (&out)[K], const Term& term) {
   constexpr int64_t W = 64 / int64_t(sizeof(T));
   alignas(64) T part[4][K][W] = {};
   // The elements [c, c + lanes) of a block, into partial sums g.
@@ -85,10 +85,8 @@ struct SimdLanes {
   using Mask = __m256i;
   static constexpr int64_t kLanes = 8;
   static Mask first(int64_t n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n < 0   ? 0
-                                                    : n > 8 ? 8
-                                                            : n)),
-                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const int lanes = n <= 0 ? 0 : n >= 8 ? 8 : int(n);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
   static Vec load(Mask m, const float* p) { return _mm256_maskload_ps(p, m); }
   static Vec zero() { return _mm256_setzero_ps(); }
@@ -165,7 +163,7 @@ inline T row_sum(const T* x, int64_t n) {
     return s[0];
   }
 #endif
-  row_sums_scalar<1>(n, s, [&](int64_t c, int) { return x[c]; });
+  row_sums_portable<1>(n, s, [&](int64_t c, int) { return x[c]; });
   return s[0];
 }
 

@@ -70,7 +70,7 @@ template <class T>
   } else
 #endif
   {
-    row_sums_scalar<1>(C, ss, [&](int64_t c, int) { return (x[c] - mu) * (x[c] - mu); });
+    row_sums_portable<1>(C, ss, [&](int64_t c, int) { return (x[c] - mu) * (x[c] - mu); });
   }
   *mean = mu;
   *rstd = T(1) / std::sqrt(ss[0] / T(C) + eps);
@@ -100,7 +100,7 @@ template <class T>
   } else
 #endif
   {
-    row_sums_scalar<2>(C, s, [&](int64_t c, int k) {
+    row_sums_portable<2>(C, s, [&](int64_t c, int k) {
       const T dxh = dy[c] * gamma[c];
       return k == 0 ? dxh : dxh * (x[c] - mu) * r;
     });
