@@ -571,6 +571,15 @@ void expect_stored_operands_give_the_bits_of_floats() {
       ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
           << c.M << "x" << c.N << "x" << c.K << " ta " << c.ta << " tb " << c.tb << (which & 1 ? " A" : "")
           << (which & 2 ? " B" : "") << " stored as bf16";
+      if (c.accumulate) continue;
+      // C stored as bfloat16 as well: the floats' bits, rounded.
+      constexpr uint16_t kPad = 0x7fc1;  // a NaN no rounding gives
+      std::vector<uint16_t> want16(o.C.size(), kPad), got16(o.C.size(), kPad);
+      for (int64_t i = 0; i < c.M; ++i) gemm::round_to_bf16(&want16[i * o.ldc], &want[i * o.ldc], c.N);
+      gemm::bf16gemm(c.ta, c.tb, c.M, c.N, c.K, a, o.lda, b, o.ldb, false, Output<float>::bf16(got16.data()), o.ldc);
+      ASSERT_EQ(0, std::memcmp(want16.data(), got16.data(), want16.size() * sizeof(uint16_t)))
+          << c.M << "x" << c.N << "x" << c.K << " ta " << c.ta << " tb " << c.tb << (which & 1 ? " A" : "")
+          << (which & 2 ? " B" : "") << " and C stored as bf16";
     }
   }
 }
@@ -578,7 +587,8 @@ void expect_stored_operands_give_the_bits_of_floats() {
 // An operand stored as bfloat16 (round_to_bf16, as an op stores an activation) gives the bits of
 // bf16gemm on the floats it was rounded from, for A, B or both, in every transposition, across
 // the blocks and at the edges (odd depths, partial panels), packed or (rows of A, even strides
-// and depths, more rows than a block) read in place; the stored operands' padding is NaN. On
+// and depths, more rows than a block) read in place, and with C stored as bfloat16 too, those
+// bits rounded; the stored operands' padding is NaN. On
 // AVX512-BF16's kernel and on AMX's, each emulated where the CPU has not got it.
 TEST(Bf16Storage, StoredOperandsGiveTheBitsOfRoundingWhilePacking) {
   if (!gemm::bf16_available()) GTEST_SKIP() << "no bf16 product on this CPU";
