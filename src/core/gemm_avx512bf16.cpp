@@ -266,6 +266,18 @@ void pack_a_tiles(uint32_t* dst, const Src* src, int64_t rs, int64_t cs, int64_t
 
 }  // namespace
 
+void transpose_avx512(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {
+  for (int64_t i0 = 0; i0 < rows; i0 += 16)
+    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+      const int64_t n = std::min<int64_t>(16, rows - i0), m = std::min<int64_t>(16, cols - j0);
+      __m512i w[16];
+      for (int64_t i = 0; i < 16; ++i)
+        w[i] = i < n ? _mm512_maskz_loadu_epi32(first16(m), src + (i0 + i) * ld_src + j0) : _mm512_setzero_si512();
+      transpose16(w);
+      for (int64_t j = 0; j < m; ++j) _mm512_mask_storeu_epi32(dst + (j0 + j) * ld_dst + i0, first16(n), w[j]);
+    }
+}
+
 void pack_a_amx(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc) {
   pack_a_tiles(dst, src, rs, cs, rows, kc);
 }

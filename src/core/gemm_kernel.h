@@ -141,6 +141,10 @@ bool amx_permitted();
 void pack_a_amx(uint32_t* dst, const float* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
 void pack_a_amx(uint32_t* dst, const uint16_t* src, int64_t rs, int64_t cs, int64_t rows, int64_t kc);
 
+// dst (cols × rows, rows ld_dst apart) = src (rows × cols, rows ld_src apart) transposed, by
+// 16 × 16 blocks in registers (gemm_avx512bf16.cpp).
+void transpose_avx512(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols);
+
 // gemm::round_to_bf16 with AVX512-BF16's vcvtne2ps2bf16 (gemm_avx512bf16.cpp).
 void round_to_bf16_avx512(uint16_t* dst, const float* src, int64_t n, const float* scale, float* sum);
 void round_to_bf16_avx512(uint16_t* dst, const float* src, int64_t n, const uint16_t* scale, float* sum);
