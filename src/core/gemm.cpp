@@ -588,8 +588,8 @@ void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int6
   // is wider than its input), on one thread (as the layers' weight gradients run, each thread on
   // a part of the sum): made as Cᵀ = Bᵀ·A, so that the narrower operand is the one turned while
   // it is packed. The same products in the same order, so the same bits. On a Xeon with AMX this
-  // made fc1's weight gradient 1.13–1.40× as fast (fmnist-s and gMLP-Ti/16 shapes); on two
-  // threads, which would each turn all of B, it was slower (0.82–0.90×).
+  // made fc1's weight gradient 1.1–1.5× as fast on one thread (fmnist-s, cifar-s and gMLP-Ti/16);
+  // on two, which would each turn all of B, it was slower (0.82–0.90×).
   if constexpr (Format::kTurnsAByTiles)
     if (trans_a && !trans_b && M >= 2 * N && !out.is_bf16() && !epilogue && !packed_a && !packed_b &&
         (omp_in_parallel() || M * N * K <= kSerialProduct || omp_get_max_threads() == 1)) {
