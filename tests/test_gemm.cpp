@@ -588,8 +588,8 @@ void expect_stored_operands_give_the_bits_of_floats() {
 // bf16gemm on the floats it was rounded from, for A, B or both, in every transposition, across
 // the blocks and at the edges (odd depths, partial panels), packed or (rows of A, even strides
 // and depths, more rows than a block) read in place, and with C stored as bfloat16 too, those
-// bits rounded; the stored operands' padding is NaN. On
-// AVX512-BF16's kernel and on AMX's, each emulated where the CPU has not got it.
+// bits rounded; the stored operands' padding is NaN. On AVX512-BF16's kernel and on AMX's, each
+// emulated where the CPU has not got it.
 TEST(Bf16Storage, StoredOperandsGiveTheBitsOfRoundingWhilePacking) {
   if (!gemm::bf16_available()) GTEST_SKIP() << "no bf16 product on this CPU";
   for (const gemm::Bf16Kernel kernel :

@@ -552,14 +552,12 @@ std::pair<int64_t, int64_t> share(int64_t n, int64_t unit, int t, int threads) {
   return {std::min(n, units * t / threads * unit), std::min(n, units * (t + 1) / threads * unit)};
 }
 
-// dst (cols × rows, ld_dst) = srcᵀ (rows × cols, ld_src), in 16 × 16 blocks.
+// dst (cols × rows, ld_dst) = srcᵀ (rows × cols, ld_src): in registers where the CPU has
+// AVX512-BF16, else (the emulated AMX format's tests) element by element.
 void transpose(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {
   if (native_bf16()) return transpose_avx512(dst, ld_dst, src, ld_src, rows, cols);
-  constexpr int64_t kBlock = 16;
-  for (int64_t i0 = 0; i0 < rows; i0 += kBlock)
-    for (int64_t j0 = 0; j0 < cols; j0 += kBlock)
-      for (int64_t i = i0; i < std::min(rows, i0 + kBlock); ++i)
-        for (int64_t j = j0; j < std::min(cols, j0 + kBlock); ++j) dst[j * ld_dst + i] = src[i * ld_src + j];
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[j * ld_dst + i] = src[i * ld_src + j];
 }
 
 // The whole product in a format, on the threads of the calling context.
@@ -590,16 +588,15 @@ void run(const Format& f, bool trans_a, bool trans_b, int64_t M, int64_t N, int6
   // it is packed. The same products in the same order, so the same bits. On a Xeon with AMX this
   // made fc1's weight gradient 1.1–1.5× as fast on one thread (fmnist-s, cifar-s and gMLP-Ti/16);
   // on two, which would each turn all of B, it was slower (0.82–0.90×).
+  const int threads = omp_in_parallel() || M * N * K <= kSerialProduct ? 1 : omp_get_max_threads();
   if constexpr (Format::kTurnsAByTiles)
-    if (trans_a && !trans_b && M >= 2 * N && !out.is_bf16() && !epilogue && !packed_a && !packed_b &&
-        (omp_in_parallel() || M * N * K <= kSerialProduct || omp_get_max_threads() == 1)) {
+    if (threads == 1 && trans_a && !trans_b && M >= 2 * N && !out.is_bf16() && !epilogue && !packed_a && !packed_b) {
       thread_local Buffer<float> turned;
       float* T = turned.get(N * M);
       if (accumulate) transpose(T, M, C, ldc, M, N);
       run(f, true, false, N, M, K, B, ldb, A, lda, accumulate, T, M, nullptr);
       return transpose(C, ldc, T, M, N, M);
     }
-  const int threads = omp_in_parallel() || M * N * K <= kSerialProduct ? 1 : omp_get_max_threads();
   const Problem p{K,
                   View{A.address(), trans_a ? 1 : lda, trans_a ? lda : 1, A.is_bf16()},
                   View{B.address(), trans_b ? 1 : ldb, trans_b ? ldb : 1, B.is_bf16()},
