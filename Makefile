@@ -12,6 +12,8 @@
 #                  backward, fast and _ref, 1 and 2 threads, at the presets' shapes; the median
 #                  and spread of BENCH_OPS_REPS (default 5) repetitions, after the commit and CPU;
 #                  BENCH_OPS_ARGS passes Google Benchmark flags (docs/benchmarks.md)
+#   make bench-brgemm   gmlp's bf16 product beside oneDNN's brgemm microkernel (the torch of
+#                  .venv/), the presets' channel products on one thread (bench/brgemm_bench.cpp; AMX)
 #   make install   install into PREFIX (default /usr/local): headers, library, CMake package,
 #                  pkg-config file, CLI
 #   make test-sanitize   build with AddressSanitizer and UndefinedBehaviorSanitizer in
@@ -140,6 +142,16 @@ bench-ops: deps $(BUILD)/CMakeCache.txt
 	@echo "cpu: $$(lscpu | sed -n 's/^Model name: *//p')"
 	@$(BUILD)/gmlp_ops_bench --benchmark_repetitions=$(BENCH_OPS_REPS) --benchmark_display_aggregates_only=true \
 	  --benchmark_min_time=0.05 --benchmark_counters_tabular=true $(BENCH_OPS_ARGS)
+
+# gmlp's bf16 product beside oneDNN's batch-reduce GEMM microkernel, as the torch of .venv/ bundles
+# it (bench/brgemm_bench.cpp): the channel products of the presets, one thread, call by call, each
+# as a share of AMX's peak. Needs a CPU with AMX; BENCH_BRGEMM_ARGS: --pairs N, --rows R.
+.PHONY: bench-brgemm
+bench-brgemm: deps deps-python $(BUILD)/CMakeCache.txt
+	@cmake -S . -B $(BUILD) -DGMLP_TORCH_DIR=$$($(VENV_PYTHON) -c 'import os, torch; print(os.path.dirname(torch.__file__))') >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target gmlp_brgemm_bench
+	@echo "cpu: $$(lscpu | sed -n 's/^Model name: *//p')"
+	@$(BUILD)/gmlp_brgemm_bench $(BENCH_BRGEMM_ARGS)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
