@@ -233,7 +233,7 @@ struct Bf16 {
   static constexpr bool kReadsInPlace = true;
   static constexpr bool kSumsOntoC = false;
   static constexpr bool kTurnsAByTiles = false;
-  static constexpr bool kAsksForC = false;
+  static constexpr bool kAsksForC = false;  // its kernel asks for its C lines itself
   // Rows of bfloat16 are already pair words, when each row starts on a pair word (an aligned start,
   // lda even) and no row's last pair reaches past its end (K even).
   static bool direct(const View& a, int64_t lda, int64_t K) {
